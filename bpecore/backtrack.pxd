@@ -1,0 +1,20 @@
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libcpp.vector cimport vector
+
+from bpecore.vocab cimport Vocab, VocabView
+
+
+cdef Py_ssize_t encode_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                             vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil
+
+
+cdef class BacktrackEncoder:
+    cdef readonly Vocab vocab
+    cdef readonly int kind          #: pretokenize.PatternKind of the pattern
+    cdef readonly object pattern    #: pattern string, or None for "the whole text is one piece"
+    cdef object _regex              #: compiled pattern, for patterns without a hand-written scanner
+
+    cdef int _pieces(self, str text, const uint8_t** s, Py_ssize_t* n, vector[Py_ssize_t]& ends) except -1
+    cdef void _encode_pieces(self, const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& ends,
+                             vector[uint32_t]& out) noexcept nogil
+    cdef list _to_list(self, vector[uint32_t]& out)

@@ -1,0 +1,183 @@
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
+from libcpp.vector cimport vector
+
+from bpecore._types cimport token_t, NO_TOKEN
+
+
+cdef struct VocabView:
+    # Read-only raw view of a built Vocab, for nogil code. Pointers stay valid while the Vocab lives.
+    const uint8_t* all_bytes        #: token bytes, concatenated in rank order
+    const uint32_t* token_starts    #: token i is all_bytes[token_starts[i]:token_starts[i+1]]
+    const uint32_t* split_left      #: left half of token i's last BPE merge (i itself for base tokens)
+    const uint32_t* split_right     #: right half of token i's last BPE merge
+    const uint32_t* next_prefix     #: longest reachable token that is a strict prefix of i, or NO_TOKEN
+    const uint8_t* reachable        #: 1 if BPE can produce token i from its own bytes
+    const uint32_t* bytes_table     #: open addressing, bytes hash -> token (NO_TOKEN = empty)
+    uint64_t bytes_mask
+    const uint64_t* pair_keys       #: open addressing, (left << 32 | right) + 1 -> pair_vals slot (0 = empty)
+    const uint32_t* pair_vals       #: merged token of that pair
+    uint64_t pair_mask
+    const uint32_t* root_child      #: trie node reached from the root by byte b (256 entries)
+    const uint64_t* trie_keys       #: open addressing, (node + 1) << 8 | byte -> trie_vals slot (0 = empty)
+    const uint32_t* trie_vals       #: child node
+    uint64_t trie_mask
+    const uint32_t* node_token      #: reachable token spelled by trie node, or NO_TOKEN
+    uint32_t n_tokens
+
+
+cdef inline uint64_t hash_bytes(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # 8 bytes per step, multiply-xorshift mixing; lengths are mixed in so prefixes differ.
+    cdef uint64_t h = 0x9E3779B97F4A7C15ULL ^ (<uint64_t>n * 0xC2B2AE3D27D4EB4FULL)
+    cdef uint64_t w
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&w, p + i, 8)
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL
+        h ^= h >> 32
+        i += 8
+    if i < n:
+        w = 0
+        memcpy(&w, p + i, n - i)
+        h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL
+        h ^= h >> 29
+    h *= 0x9E3779B97F4A7C15ULL
+    return h ^ (h >> 31)
+
+
+cdef inline uint64_t hash_u64(uint64_t k) noexcept nogil:
+    k ^= k >> 33
+    k *= 0xFF51AFD7ED558CCDULL
+    k ^= k >> 33
+    return k
+
+
+cdef inline uint32_t token_len(const VocabView* v, uint32_t t) noexcept nogil:
+    return v.token_starts[t + 1] - v.token_starts[t]
+
+
+cdef inline uint32_t lookup_any(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # The token whose bytes are exactly p[:n] (reachable or not), or NO_TOKEN.
+    cdef uint64_t i = hash_bytes(p, n) & v.bytes_mask
+    cdef uint32_t t
+    while True:
+        t = v.bytes_table[i]
+        if t == NO_TOKEN:
+            return NO_TOKEN
+        if (v.token_starts[t + 1] - v.token_starts[t]) == <uint32_t>n and \
+                memcmp(v.all_bytes + v.token_starts[t], p, n) == 0:
+            return t
+        i = (i + 1) & v.bytes_mask
+
+
+cdef inline uint32_t lookup(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # The reachable token whose bytes are exactly p[:n], or NO_TOKEN.
+    cdef uint32_t t = lookup_any(v, p, n)
+    if t != NO_TOKEN and v.reachable[t]:
+        return t
+    return NO_TOKEN
+
+
+cdef inline uint32_t pair_lookup(const VocabView* v, uint32_t a, uint32_t b) noexcept nogil:
+    # The token BPE forms by merging a and b, or NO_TOKEN.
+    cdef uint64_t key = ((<uint64_t>a << 32) | b) + 1
+    cdef uint64_t i = hash_u64(key) & v.pair_mask
+    cdef uint64_t k
+    while True:
+        k = v.pair_keys[i]
+        if k == key:
+            return v.pair_vals[i]
+        if k == 0:
+            return NO_TOKEN
+        i = (i + 1) & v.pair_mask
+
+
+cdef inline uint32_t trie_child(const VocabView* v, uint32_t node, uint8_t b) noexcept nogil:
+    cdef uint64_t key = ((<uint64_t>node + 1) << 8) | b
+    cdef uint64_t i = hash_u64(key) & v.trie_mask
+    cdef uint64_t k
+    while True:
+        k = v.trie_keys[i]
+        if k == key:
+            return v.trie_vals[i]
+        if k == 0:
+            return NO_TOKEN
+        i = (i + 1) & v.trie_mask
+
+
+cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # Longest reachable token that is a prefix of p[:n] (n >= 1). Single bytes are always tokens.
+    cdef uint32_t node = v.root_child[p[0]]
+    cdef uint32_t best = v.node_token[node]
+    cdef uint32_t t
+    cdef Py_ssize_t i = 1
+    while i < n:
+        node = trie_child(v, node, p[i])
+        if node == NO_TOKEN:
+            break
+        t = v.node_token[node]
+        if t != NO_TOKEN:
+            best = t
+        i += 1
+    return best
+
+
+cdef inline bint is_valid_pair(const VocabView* v, uint32_t token1, uint32_t token2) noexcept nogil:
+    # True when BPE keeps token1 and token2 side by side: no merge across their boundary would win.
+    # Undo the merges of both tokens from the last one backwards, checking at each step that no pair
+    # straddling the boundary merges into a token of lower rank than the merges still pending.
+    cdef uint32_t limit = NO_TOKEN
+    cdef uint32_t combined
+    while True:
+        combined = pair_lookup(v, token1, token2)
+        if combined != NO_TOKEN and combined < limit:
+            return False
+        if token1 > token2:
+            limit = token1
+            token1 = v.split_right[token1]
+            if token1 == limit:
+                limit = token2 + 1
+                token2 = v.split_left[token2]
+                if token2 + 1 == limit:
+                    return True
+        else:
+            limit = token2 + 1
+            token2 = v.split_left[token2]
+            if token2 + 1 == limit:
+                limit = token1
+                token1 = v.split_right[token1]
+                if token1 == limit:
+                    return True
+
+
+cdef class Vocab:
+    #: Token i (i = position in rank order) occupies all_bytes[token_starts[i]:token_starts[i+1]].
+    cdef vector[uint8_t] all_bytes
+    cdef vector[uint32_t] token_starts
+    #: The pair (split_left[i], split_right[i]) is the last merge BPE performs to form token i.
+    cdef vector[uint32_t] split_left
+    cdef vector[uint32_t] split_right
+    #: Longest reachable token that is a strict prefix of token i, or NO_TOKEN.
+    cdef vector[uint32_t] next_prefix
+    #: 1 if encoding token i's bytes alone gives token i (only those can ever appear in output).
+    cdef vector[uint8_t] reachable
+    cdef vector[uint32_t] bytes_table
+    cdef vector[uint64_t] pair_keys
+    cdef vector[uint32_t] pair_vals
+    cdef vector[uint32_t] root_child
+    cdef vector[uint64_t] trie_keys
+    cdef vector[uint32_t] trie_vals
+    cdef vector[uint32_t] node_token
+    #: External id (the rank the user sees) of token i; empty when ids are 0..n-1.
+    cdef vector[uint32_t] ids
+    #: Internal index of external id e (NO_TOKEN for gaps); empty when ids are 0..n-1.
+    cdef vector[uint32_t] index_of_id
+    cdef VocabView view
+    cdef readonly uint32_t n_tokens
+    cdef readonly uint32_t max_token_len
+    cdef readonly uint32_t max_id
+    cdef readonly uint32_t n_unreachable
+
+    cdef _compute_next_prefix(self)
+    cdef _sync_view(self)
+    cdef object _rank(self, uint32_t i)

@@ -1,0 +1,32 @@
+"""Build the Cython core. Every bpecore/*.pyx is a module; directives live in one dict."""
+
+import glob
+import os
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+CHECKED = os.environ.get("BPECORE_CHECKED") == "1"
+
+DIRECTIVES = {
+    "language_level": 3,
+    "embedsignature": True,
+    "boundscheck": CHECKED,
+    "wraparound": False,
+    "initializedcheck": CHECKED,
+    "cdivision": True,
+}
+
+MODULES = sorted(p[:-4].replace(os.sep, ".") for p in glob.glob(os.path.join("bpecore", "*.pyx")))
+
+extensions = [
+    Extension(
+        name,
+        [name.replace(".", os.sep) + ".pyx"],
+        language="c++",
+        extra_compile_args=["-O3", "-std=c++17"] + (["-UNDEBUG"] if CHECKED else ["-DNDEBUG"]),
+    )
+    for name in MODULES
+]
+
+setup(ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES))
