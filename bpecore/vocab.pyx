@@ -280,3 +280,32 @@ cdef class Vocab:
             return -1
         cdef uint32_t t = lookup_any(&self.view, <const uint8_t*>b, len(b))
         return -1 if t == NO_TOKEN else t
+
+    def decode_bytes(self, tokens, dict special_bytes):
+        """Concatenated bytes of external ids ``tokens``; ``special_bytes`` maps special ids to bytes.
+
+        Raises ValueError naming the first id that is neither a token nor a special token.
+        """
+        cdef bytearray out = bytearray()
+        cdef uint32_t index
+        cdef bint identity = self.ids.size() == 0
+        cdef Py_ssize_t t
+        cdef const uint8_t* base = self.all_bytes.data()
+        for tok in tokens:
+            t = tok
+            index = NO_TOKEN
+            if t >= 0:
+                if identity:
+                    if t < self.n_tokens:
+                        index = t
+                elif t < <Py_ssize_t>self.index_of_id.size():
+                    index = self.index_of_id[t]
+            if index != NO_TOKEN:
+                out += base[self.token_starts[index]:self.token_starts[index + 1]]
+            else:
+                special = special_bytes.get(tok)
+                if special is None:
+                    raise ValueError(f"token id {tok} is not in this vocabulary (valid: 0..{self.max_id} "
+                                     f"and {len(special_bytes)} special tokens)")
+                out += special
+        return bytes(out)

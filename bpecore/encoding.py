@@ -1,0 +1,253 @@
+"""``Encoding``: the public face of one vocabulary (policy, special tokens, batch helpers).
+
+All the work happens in the compiled core (``BacktrackEncoder`` over a ``Vocab``), which releases
+the GIL; this class only decides what to call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import AbstractSet, Collection, Iterable, Literal, Sequence
+
+from bpecore.backtrack import BacktrackEncoder
+from bpecore.vocab import Vocab
+
+AllowedSpecial = Literal["all"] | AbstractSet[str]
+DisallowedSpecial = Literal["all"] | Collection[str]
+
+
+def _clean(text: str) -> str:
+    """Replace lone surrogates by U+FFFD, as tiktoken does, so the text has a UTF-8 form."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+class Encoding:
+    """A byte-level BPE encoding: ``(name, mergeable_ranks, pattern, special_tokens)``.
+
+    Same data and same answers as ``tiktoken.Encoding``; ``pattern=None`` makes the whole text one
+    piece. Token ids are the ranks of ``mergeable_ranks`` plus the ids of ``special_tokens``.
+
+    >>> enc = get_encoding("cl100k_base")
+    >>> enc.encode("hello world")
+    [15339, 1917]
+    >>> enc.count("hello world")
+    2
+    >>> enc.decode([15339, 1917])
+    'hello world'
+    """
+
+    def __init__(
+        self,
+        name: str,
+        mergeable_ranks: dict[bytes, int] | None = None,
+        pattern: str | None = None,
+        special_tokens: dict[str, int] | None = None,
+        *,
+        pat_str: str | None = None,
+        explicit_n_vocab: int | None = None,
+        vocab: Vocab | None = None,
+    ) -> None:
+        if pat_str is not None:
+            pattern = pat_str
+        self.name = name
+        self.pattern = pattern
+        self.special_tokens: dict[str, int] = dict(special_tokens or {})
+        if vocab is None:
+            if mergeable_ranks is None:
+                raise TypeError("Encoding needs mergeable_ranks")
+            vocab = Vocab(mergeable_ranks)
+        self._vocab = vocab
+        self._core = BacktrackEncoder(vocab, pattern)
+        self.max_token_value = max([vocab.max_id, *self.special_tokens.values()])
+        for special, tid in self.special_tokens.items():
+            if vocab.index_of(tid) >= 0:
+                raise ValueError(f"special token {special!r} reuses id {tid} of a BPE token")
+        if explicit_n_vocab is not None and explicit_n_vocab != self.max_token_value + 1:
+            raise ValueError(f"explicit_n_vocab={explicit_n_vocab} but the ids end at {self.max_token_value}")
+        self._special_bytes = {tid: s.encode("utf-8") for s, tid in self.special_tokens.items()}
+        self._special_set = frozenset(self.special_tokens)
+        self.vocab_sha256: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<Encoding {self.name!r}>"
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def n_vocab(self) -> int:
+        """Number of ids, special tokens included (max id + 1)."""
+        return self.max_token_value + 1
+
+    @property
+    def special_tokens_set(self) -> set[str]:
+        return set(self._special_set)
+
+    @property
+    def eot_token(self) -> int:
+        return self.special_tokens["<|endoftext|>"]
+
+    @property
+    def mergeable_ranks(self) -> dict[bytes, int]:
+        """The ranks this encoding was built from (rebuilt on each access)."""
+        v = self._vocab
+        return {v.token_bytes(i): v.id_of_index(i) for i in range(len(v))}
+
+    # ----------------------------------------------------------------- encoding
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode ``text``, treating special-token strings as plain text.
+
+        >>> get_encoding("cl100k_base").encode_ordinary("hello <|endoftext|>")
+        [15339, 83739, 8862, 728, 428, 91, 29]
+        """
+        try:
+            return self._core.encode(text)
+        except UnicodeEncodeError:
+            return self._core.encode(_clean(text))
+
+    def count(self, text: str) -> int:
+        """``len(encode_ordinary(text))``, without building the list.
+
+        >>> get_encoding("o200k_base").count("hello world")
+        2
+        """
+        try:
+            return self._core.count(text)
+        except UnicodeEncodeError:
+            return self._core.count(_clean(text))
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: DisallowedSpecial = "all",
+    ) -> list[int]:
+        """Encode ``text`` with tiktoken's special-token rules.
+
+        Special-token strings listed in ``allowed_special`` become their ids; any in
+        ``disallowed_special`` (default: all that are not allowed) raise ``ValueError``; the others
+        are encoded as plain text.
+
+        >>> enc = get_encoding("cl100k_base")
+        >>> enc.encode("hi<|endoftext|>", allowed_special="all")
+        [6151, 100257]
+        """
+        allowed = self._special_set if allowed_special == "all" else frozenset(allowed_special)
+        if disallowed_special == "all":
+            disallowed = self._special_set - allowed
+        else:
+            disallowed = frozenset(disallowed_special)
+        if disallowed:
+            found = self._find_special(text, disallowed, 0)
+            if found is not None:
+                raise ValueError(
+                    f"Encountered text corresponding to disallowed special token {found[1]!r}.\n"
+                    "If you want this text to be encoded as a special token, pass it to `allowed_special`, "
+                    f"e.g. `allowed_special={{{found[1]!r}, ...}}`.\n"
+                    "If you want this text to be encoded as normal text, disable the check for this token "
+                    "by passing `disallowed_special=(enc.special_tokens_set - {"
+                    f"{found[1]!r}}})`.\n"
+                    "To disable this check for all special tokens, pass `disallowed_special=()`.\n"
+                )
+        allowed = allowed & self._special_set
+        if not allowed:
+            return self.encode_ordinary(text)
+        out: list[int] = []
+        pos = 0
+        while True:
+            found = self._find_special(text, allowed, pos)
+            if found is None:
+                out += self.encode_ordinary(text[pos:])
+                return out
+            start, special = found
+            out += self.encode_ordinary(text[pos:start])
+            out.append(self.special_tokens[special])
+            pos = start + len(special)
+
+    @staticmethod
+    def _find_special(text: str, specials: AbstractSet[str], pos: int) -> tuple[int, str] | None:
+        """Leftmost occurrence at or after ``pos`` of any of ``specials`` (longest on ties)."""
+        best: tuple[int, str] | None = None
+        for special in specials:
+            i = text.find(special, pos)
+            if i >= 0 and (best is None or i < best[0] or (i == best[0] and len(special) > len(best[1]))):
+                best = (i, special)
+        return best
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        """The id of a text that is exactly one token (or one special token); KeyError otherwise."""
+        if isinstance(text_or_bytes, str):
+            if text_or_bytes in self.special_tokens:
+                return self.special_tokens[text_or_bytes]
+            text_or_bytes = text_or_bytes.encode("utf-8")
+        index = self._vocab.lookup(text_or_bytes)
+        if index < 0:
+            raise KeyError(text_or_bytes)
+        return self._vocab.id_of_index(index)
+
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        *,
+        num_threads: int = 8,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: DisallowedSpecial = "all",
+    ) -> list[list[int]]:
+        """``encode`` over many texts, in threads (the core releases the GIL)."""
+
+        def one(text: str) -> list[int]:
+            return self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
+
+        return self._map(one, texts, num_threads)
+
+    def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[list[int]]:
+        return self._map(self.encode_ordinary, texts, num_threads)
+
+    def count_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[int]:
+        """``count`` over many texts, in threads."""
+        return self._map(self.count, texts, num_threads)
+
+    @staticmethod
+    def _map(fn, items: Sequence, num_threads: int) -> list:
+        if num_threads <= 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(min(num_threads, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    # ----------------------------------------------------------------- decoding
+    def decode_bytes(self, tokens: Iterable[int]) -> bytes:
+        """The bytes of ``tokens``; ValueError for an id that is not in the encoding.
+
+        >>> get_encoding("cl100k_base").decode_bytes([15339, 1917])
+        b'hello world'
+        """
+        return self._vocab.decode_bytes(tokens, self._special_bytes)
+
+    def decode(self, tokens: Iterable[int], errors: str = "replace") -> str:
+        """The text of ``tokens``; invalid UTF-8 is replaced with U+FFFD (``errors`` as in bytes.decode)."""
+        return self.decode_bytes(tokens).decode("utf-8", errors=errors)
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        return self.decode_bytes([token])
+
+    def decode_tokens_bytes(self, tokens: Iterable[int]) -> list[bytes]:
+        return [self.decode_bytes([t]) for t in tokens]
+
+    def token_byte_values(self) -> list[bytes]:
+        """The bytes of every mergeable token, in rank order."""
+        v = self._vocab
+        return [v.token_bytes(i) for i in range(len(v))]
+
+    def encode_piece(self, data: bytes) -> list[int]:
+        """BPE of ``data`` as a single piece (no pre-tokenization)."""
+        return self._core.encode_single_piece(data)
+
+
+def get_encoding(name: str) -> Encoding:
+    from bpecore.registry import get_encoding as _get
+
+    return _get(name)
+
+
+def vocab_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

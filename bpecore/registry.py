@@ -1,0 +1,183 @@
+"""Named encodings: the shipped ones (vocab files inside the package, SHA-256 checked) and loaders.
+
+``get_encoding(name)`` builds an encoding once per process (under a lock) and caches it.
+Shipped: cl100k_base, o200k_base, o200k_harmony. r50k_base/p50k_base/gpt2 are not shipped: their
+rank files are not in any package the registries offer; load them with ``load_tiktoken``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from importlib import resources
+from typing import Callable
+
+from bpecore.encoding import Encoding
+from bpecore.load import VocabError, load_tiktoken_ranks, parse_hf, parse_tiktoken, read_file
+
+ENDOFTEXT = "<|endoftext|>"
+FIM_PREFIX = "<|fim_prefix|>"
+FIM_MIDDLE = "<|fim_middle|>"
+FIM_SUFFIX = "<|fim_suffix|>"
+ENDOFPROMPT = "<|endofprompt|>"
+
+# The patterns tiktoken uses for its encodings (possessive forms where tiktoken has them).
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+
+
+def _shipped_sha256() -> dict[str, str]:
+    text = resources.files("bpecore").joinpath("data/SHA256SUMS").read_text()
+    return {name: digest for digest, name in (line.split() for line in text.splitlines() if line.strip())}
+
+
+def _load_shipped(filename: str) -> tuple[dict[bytes, int], str]:
+    """Ranks of a vocab file inside the package, after checking its SHA-256."""
+    path = resources.files("bpecore").joinpath(f"data/{filename}.gz")
+    data = read_file(str(path))
+    expected = _shipped_sha256()[filename]
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise VocabError(f"{path}: SHA-256 {actual} does not match the pinned {expected}; reinstall bpecore")
+    return parse_tiktoken(data, str(path)), actual
+
+
+def _shipped(name: str, filename: str, pattern: str, special_tokens: dict[str, int]) -> Callable[[], Encoding]:
+    def build() -> Encoding:
+        ranks, digest = _load_shipped(filename)
+        enc = Encoding(name, ranks, pattern, special_tokens)
+        enc.vocab_sha256 = digest
+        return enc
+
+    return build
+
+
+ENCODING_CONSTRUCTORS: dict[str, Callable[[], Encoding]] = {
+    "cl100k_base": _shipped(
+        "cl100k_base",
+        "cl100k_base.tiktoken",
+        CL100K_PATTERN,
+        {ENDOFTEXT: 100257, FIM_PREFIX: 100258, FIM_MIDDLE: 100259, FIM_SUFFIX: 100260, ENDOFPROMPT: 100276},
+    ),
+    "o200k_base": _shipped("o200k_base", "o200k_base.tiktoken", O200K_PATTERN, {ENDOFTEXT: 199999, ENDOFPROMPT: 200018}),
+    "o200k_harmony": _shipped(
+        "o200k_harmony",
+        "o200k_base.tiktoken",
+        O200K_PATTERN,
+        {
+            ENDOFPROMPT: 200018,
+            "<|startoftext|>": 199998,
+            ENDOFTEXT: 199999,
+            "<|return|>": 200002,
+            "<|constrain|>": 200003,
+            "<|channel|>": 200005,
+            "<|start|>": 200006,
+            "<|end|>": 200007,
+            "<|message|>": 200008,
+            "<|call|>": 200012,
+        }
+        | {f"<|reserved_{i}|>": i for i in (200000, 200001, 200004, 200009, 200010, 200011, *range(200013, 201088))},
+    ),
+}
+
+_cache: dict[str, Encoding] = {}
+_lock = threading.Lock()
+
+
+def list_encodings() -> list[str]:
+    """Names ``get_encoding`` accepts: the shipped encodings plus any registered ones."""
+    return sorted(ENCODING_CONSTRUCTORS)
+
+
+def get_encoding(name: str) -> Encoding:
+    """The encoding called ``name``, built on first use and cached for the process.
+
+    >>> get_encoding("cl100k_base").name
+    'cl100k_base'
+    """
+    enc = _cache.get(name)
+    if enc is not None:
+        return enc
+    with _lock:
+        enc = _cache.get(name)
+        if enc is None:
+            try:
+                constructor = ENCODING_CONSTRUCTORS[name]
+            except KeyError:
+                raise ValueError(f"unknown encoding {name!r}; known: {', '.join(list_encodings())}") from None
+            enc = _cache[name] = constructor()
+    return enc
+
+
+def register_encoding(enc: Encoding) -> None:
+    """Make ``enc`` available to ``get_encoding(enc.name)`` (e.g. a loaded or trained vocab)."""
+    with _lock:
+        ENCODING_CONSTRUCTORS[enc.name] = lambda: enc
+        _cache[enc.name] = enc
+
+
+def load_tiktoken(
+    path: str | os.PathLike,
+    *,
+    name: str | None = None,
+    pattern: str | None = CL100K_PATTERN,
+    special_tokens: dict[str, int] | None = None,
+    expected_sha256: str | None = None,
+) -> Encoding:
+    """An encoding from a `.tiktoken` rank file (plain or gzip) with the caller's pattern and specials.
+
+    ``pattern=None`` makes the whole text one piece.
+    """
+    data = read_file(path)
+    digest = hashlib.sha256(data).hexdigest()
+    if expected_sha256 is not None and digest != expected_sha256:
+        raise VocabError(f"{path}: SHA-256 {digest} does not match the expected {expected_sha256}")
+    ranks = parse_tiktoken(data, str(path))
+    if name is None:
+        name = os.path.basename(os.fspath(path)).split(".")[0]
+    try:
+        enc = Encoding(name, ranks, pattern, special_tokens)
+    except ValueError as e:
+        raise VocabError(f"{path}: {e}") from e
+    enc.vocab_sha256 = digest
+    return enc
+
+
+def load_hf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
+    """An encoding from a Hugging Face `tokenizer.json` with a byte-level BPE model.
+
+    The file's merge list must be what BPE-by-rank would do (true of GPT-2-style files where ids
+    follow merge order); otherwise VocabError names the first merge that differs.
+    """
+    data = read_file(path)
+    ranks, pattern, specials, merges = parse_hf(data, str(path))
+    if name is None:
+        name = os.path.basename(os.path.dirname(os.path.abspath(path))) or "hf"
+    try:
+        enc = Encoding(name, ranks, pattern, specials)
+    except ValueError as e:
+        raise VocabError(f"{path}: {e}") from e
+    vocab = enc._vocab
+    for i, (left, right, merged) in enumerate(merges):
+        index = vocab.index_of(merged)
+        if vocab.split(index) != (vocab.index_of(left), vocab.index_of(right)):
+            raise VocabError(
+                f"{path}: merges[{i}] ({left} + {right} -> {merged}) differs from BPE by rank; "
+                "ids must follow merge order"
+            )
+    enc.vocab_sha256 = hashlib.sha256(data).hexdigest()
+    return enc
