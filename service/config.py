@@ -1,0 +1,81 @@
+"""Service settings, read from the environment with the ``BPESVC_`` prefix (``BPESVC_PORT=9000``).
+
+Complex fields take JSON: ``BPESVC_ENCODINGS='["cl100k_base"]'``,
+``BPESVC_TIKTOKEN_FILES='[{"path": "/vocab/my.tiktoken", "pattern": "cl100k"}]'``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class TiktokenFile(BaseModel):
+    """A `.tiktoken` rank file to load at start-up, with the pattern and specials it needs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="Path of the rank file (plain or gzip): one '<base64 token> <rank>' per line.")
+    name: str | None = Field(default=None, description="Encoding name; default: the file name up to its first dot.")
+    pattern: str | None = Field(
+        default="cl100k",
+        description="Pre-tokenization regex, or the name of a shipped one: 'cl100k', 'o200k', 'r50k'. "
+        "null makes the whole text one piece.",
+    )
+    special_tokens: dict[str, int] = Field(default_factory=dict, description="Special-token strings and their ids.")
+    sha256: str | None = Field(default=None, description="Expected SHA-256 of the (decompressed) file, checked at load.")
+
+
+class HFFile(BaseModel):
+    """A Hugging Face `tokenizer.json` (byte-level BPE) to load at start-up."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="Path of the tokenizer.json file.")
+    name: str | None = Field(default=None, description="Encoding name; default: the name of the file's directory.")
+
+
+class Settings(BaseSettings):
+    """Everything the service can be told; each field is ``BPESVC_<FIELD>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="BPESVC_", extra="ignore")
+
+    host: str = Field(default="0.0.0.0", description="Address `python -m service` listens on.")
+    port: int = Field(default=8000, description="Port `python -m service` listens on.")
+    workers: int = Field(default=1, description="uvicorn worker processes (one per container is advised).")
+    encodings: list[str] | None = Field(
+        default=None, description="Shipped encodings to load; default: every one bpecore ships."
+    )
+    tiktoken_files: list[TiktokenFile] = Field(default_factory=list, description="Extra .tiktoken files to load.")
+    hf_files: list[HFFile] = Field(default_factory=list, description="Extra tokenizer.json files to load.")
+    default_encoding: str = Field(default="cl100k_base", description="Encoding used when a request names none.")
+    load_in_background: bool = Field(
+        default=True,
+        description="Load encodings after the server starts listening (/readyz is 503 meanwhile); "
+        "False loads them inside the lifespan before serving.",
+    )
+
+    max_request_bytes: int = Field(default=8 * 1024 * 1024, description="Largest request body (413 above).")
+    max_texts: int = Field(default=1024, description="Most texts in one batch request.")
+    max_ranges: int = Field(default=100_000, description="Most ranges in one /v1/intervals request.")
+    max_tokens: int = Field(default=1_000_000, description="Largest max_tokens / limit a request may ask for.")
+    max_encodings: int = Field(default=8, description="Most encodings in one /v1/count request.")
+    max_streams: int = Field(default=256, description="Most WebSocket streams open at once (429 above).")
+    max_stream_bytes: int = Field(default=64 * 1024 * 1024, description="Most bytes one stream may append in total.")
+    max_inflight: int = Field(default=512, description="Most HTTP requests in progress at once (429 above).")
+    threadpool_size: int = Field(default=40, description="Threads running the (GIL-releasing) endpoint bodies.")
+
+    drain_seconds: float = Field(
+        default=0.0,
+        description="On SIGTERM: seconds to keep serving with /readyz 503 before uvicorn stops accepting "
+        "(lets the load balancer drop the pod first; use instead of a preStop sleep).",
+    )
+    log_level: str = Field(default="INFO", description="Log level of the JSON logs.")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process settings, read from the environment once."""
+    return Settings()

@@ -1,0 +1,98 @@
+"""One error shape for every failure: ``{"error": {"type", "message", "code"}}``.
+
+Routes raise ``APIError``; the handlers here turn it, FastAPI's validation errors, Starlette's HTTP
+errors and any unexpected exception into that shape. Nothing a client sends may produce a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("bpesvc")
+
+# type names by status, for errors raised without one
+_TYPES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "too_many_requests",
+    500: "internal_error",
+    503: "not_ready",
+}
+
+
+class APIError(Exception):
+    """An error with its HTTP status, a stable machine-readable ``type`` and a message for humans."""
+
+    def __init__(self, status: int, type: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+        self.message = message
+
+
+def not_found_encoding(name: str, known: list[str]) -> APIError:
+    return APIError(404, "encoding_not_found", f"unknown encoding {name!r}; loaded: {', '.join(known)}")
+
+
+def error_body(status: int, type: str, message: str) -> dict:
+    return {"error": {"type": type, "message": message, "code": status}}
+
+
+def error_response(
+    status: int, type: str, message: str, headers: dict | None = None, request: Request | None = None
+) -> JSONResponse:
+    if request is not None:
+        request.scope.setdefault("bpesvc", {})["error_type"] = type
+    return JSONResponse(error_body(status, type, message), status_code=status, headers=headers)
+
+
+def _describe(errors: list[dict]) -> str:
+    parts = []
+    for e in errors[:5]:
+        loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
+        parts.append(f"{loc}: {e.get('msg', 'invalid')}")
+    if len(errors) > 5:
+        parts.append(f"... and {len(errors) - 5} more")
+    return "; ".join(parts)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+
+    @app.exception_handler(APIError)
+    async def _api_error(request: Request, exc: APIError) -> JSONResponse:
+        return error_response(exc.status, exc.type, exc.message, request=request)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = list(exc.errors())
+        # A body that is not JSON (or not UTF-8) is the client's syntax error, not a schema error.
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return error_response(
+                400, "invalid_json", "request body is not valid JSON (UTF-8): " + _describe(errors), request=request
+            )
+        return error_response(422, "validation_error", _describe(errors), request=request)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        status = exc.status_code
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if status == 400 and "parsing the body" in message:
+            return error_response(400, "invalid_json", "request body is not valid JSON (UTF-8)", request=request)
+        return error_response(status, _TYPES.get(status, "error"), message, getattr(exc, "headers", None), request)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", extra={"request_id": request.scope.get("bpesvc", {}).get("request_id")})
+        return error_response(
+            500, "internal_error", "internal error; see the server log for this request id", request=request
+        )

@@ -1,0 +1,222 @@
+"""The app factory, its lifespan (load encodings, then ready) and ``run()`` for ``bpecore serve``.
+
+Lifecycle:
+1. start-up: the server starts listening at once; the configured encodings load in a thread
+   (``load_in_background``), /healthz is 200, /readyz and the API are 503 until they are loaded;
+2. SIGTERM/SIGINT: /readyz turns 503 (``draining``), open streams are closed with 1001, and after
+   ``drain_seconds`` uvicorn's own handler runs: it stops accepting, lets in-flight requests finish
+   and then runs the lifespan shutdown. A second signal goes straight to uvicorn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+import time
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from fastapi import FastAPI
+
+import bpecore
+from bpecore import Encoding
+from service.config import Settings, get_settings
+from service.errors import install as install_errors
+from service.logging import configure_logging
+from service.metrics import Metrics
+from service.middleware import ServiceMiddleware
+from service.schemas import ErrorResponse
+
+log = logging.getLogger("bpesvc")
+
+_SHIPPED_PATTERNS = {
+    "cl100k": "CL100K_PATTERN",
+    "cl100k_base": "CL100K_PATTERN",
+    "o200k": "O200K_PATTERN",
+    "o200k_base": "O200K_PATTERN",
+    "r50k": "R50K_PATTERN",
+    "r50k_base": "R50K_PATTERN",
+    "gpt2": "R50K_PATTERN",
+}
+
+
+def load_encodings(settings: Settings) -> dict[str, Encoding]:
+    """Every encoding the settings ask for, by name; raises (VocabError, ValueError) on a bad one."""
+    from bpecore import registry
+
+    out: dict[str, Encoding] = {}
+    names = settings.encodings if settings.encodings is not None else bpecore.list_encodings()
+    for name in names:
+        out[name] = bpecore.get_encoding(name)
+    for spec in settings.tiktoken_files:
+        pattern = spec.pattern
+        if pattern in _SHIPPED_PATTERNS:
+            pattern = getattr(registry, _SHIPPED_PATTERNS[pattern])
+        enc = bpecore.load_tiktoken(
+            spec.path, name=spec.name, pattern=pattern, special_tokens=spec.special_tokens,
+            expected_sha256=spec.sha256,
+        )
+        out[enc.name] = enc
+    for spec in settings.hf_files:
+        enc = bpecore.load_hf(spec.path, name=spec.name)
+        out[enc.name] = enc
+    if settings.default_encoding not in out:
+        raise ValueError(f"default_encoding {settings.default_encoding!r} is not among the loaded {sorted(out)}")
+    return out
+
+
+class _Drain:
+    """Chains in front of uvicorn's SIGTERM/SIGINT handlers: mark draining, close streams, then pass on."""
+
+    def __init__(self, app: FastAPI, loop: asyncio.AbstractEventLoop) -> None:
+        self.app = app
+        self.loop = loop
+        self.previous: dict[int, object] = {}
+        self.signalled = False
+
+    def install(self) -> bool:
+        if threading.current_thread() is not threading.main_thread():
+            return False  # e.g. TestClient: no signals to chain
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.previous[sig] = signal.signal(sig, self._handle)
+        return True
+
+    def uninstall(self) -> None:
+        for sig, handler in self.previous.items():
+            if signal.getsignal(sig) == self._handle:
+                signal.signal(sig, handler)
+        self.previous.clear()
+
+    def _pass_on(self, sig: int, frame) -> None:
+        handler = self.previous.get(sig)
+        if callable(handler):
+            handler(sig, frame)
+        elif handler == signal.SIG_DFL:
+            signal.signal(sig, signal.SIG_DFL)
+            signal.raise_signal(sig)
+
+    def _handle(self, sig: int, frame) -> None:
+        if self.signalled:
+            self._pass_on(sig, frame)
+            return
+        self.signalled = True
+        self.loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._drain(sig)))
+
+    async def _drain(self, sig: int) -> None:
+        start_draining(self.app)
+        log.info("draining", extra={"fields": {"signal": signal.Signals(sig).name,
+                                                "drain_seconds": self.app.state.settings.drain_seconds}})
+        await asyncio.sleep(self.app.state.settings.drain_seconds)
+        # streams were told to close at the start of the drain; give them a moment to finish
+        deadline = time.monotonic() + 2.0
+        while self.app.state.streams and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        self._pass_on(sig, None)
+
+
+def start_draining(app: FastAPI) -> None:
+    """Readiness 503 from now on, and every open stream is asked to close (1001)."""
+    state = app.state
+    state.draining = True
+    state.metrics.ready.set(0)
+    state.drain_event.set()
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    state = app.state
+    settings: Settings = state.settings
+    configure_logging(settings.log_level)
+    anyio.to_thread.current_default_thread_limiter().total_tokens = settings.threadpool_size
+    state.drain_event = asyncio.Event()
+    drain = _Drain(app, asyncio.get_running_loop())
+    drain.install()
+
+    async def load() -> None:
+        t0 = time.perf_counter()
+        try:
+            encodings = await anyio.to_thread.run_sync(load_encodings, settings)
+        except Exception as e:  # a bad vocab file or setting: not ready, not alive
+            state.load_error = f"{type(e).__name__}: {e}"
+            log.error("encodings failed to load", extra={"fields": {"error": state.load_error}})
+            if not settings.load_in_background:
+                raise
+            return
+        seconds = time.perf_counter() - t0
+        state.encodings.update(encodings)
+        state.loaded = True
+        state.metrics.encodings_loaded.set(len(encodings))
+        state.metrics.load_seconds.set(seconds)
+        if not state.draining:
+            state.metrics.ready.set(1)
+        log.info("encodings loaded", extra={"fields": {"encodings": sorted(encodings), "seconds": round(seconds, 3)}})
+
+    task = None
+    if settings.load_in_background:
+        task = asyncio.create_task(load())
+    else:
+        await load()
+    try:
+        yield
+    finally:
+        state.draining = True
+        state.metrics.ready.set(0)
+        state.drain_event.set()
+        if task is not None and not task.done():
+            task.cancel()
+        drain.uninstall()
+        log.info("stopped")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """A new app for ``settings`` (default: from the ``BPESVC_`` environment)."""
+    from service.routes import chat, chunks, compat, health, stream, tokens
+
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="bpecore service",
+        version=bpecore.__version__,
+        description="Exact BPE token counts, encodes, cuts and chunks, identical to tiktoken.",
+        lifespan=lifespan,
+        responses={500: {"model": ErrorResponse, "description": "A bug; the log has the request id."}},
+    )
+    state = app.state
+    state.settings = settings
+    state.metrics = Metrics()
+    state.encodings = {}
+    state.loaded = False
+    state.draining = False
+    state.load_error = None
+    state.streams = set()
+    state.drain_event = asyncio.Event()
+    install_errors(app)
+    for module in (health, tokens, chunks, chat, compat, stream):
+        app.include_router(module.router)
+    app.add_middleware(ServiceMiddleware, settings=settings, metrics=state.metrics)
+    return app
+
+
+def run(host: str | None = None, port: int | None = None, workers: int | None = None) -> None:
+    """Serve with uvicorn (uvloop + httptools when installed): the ``bpecore serve`` entry point."""
+    import uvicorn
+
+    settings = get_settings()
+    configure_logging(settings.log_level)
+    uvicorn.run(
+        "service.main:app",
+        host=host if host is not None else settings.host,
+        port=port if port is not None else settings.port,
+        workers=workers if workers is not None else settings.workers,
+        loop="auto",
+        http="auto",
+        ws="auto",
+        access_log=False,
+        log_config=None,
+        timeout_graceful_shutdown=30,
+        proxy_headers=True,
+    )
+
+
+app = create_app()

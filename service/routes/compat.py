@@ -1,0 +1,121 @@
+"""Drop-in routes for clients of other servers.
+
+vLLM:  POST /tokenize   {model?, prompt, add_special_tokens?, return_token_strs?}
+                        -> {count, max_model_len, tokens, token_strs}
+       POST /detokenize {model?, tokens} -> {prompt}
+TEI:   POST /tei/tokenize {inputs: str | [str], add_special_tokens?} -> [[{id, text, special, start, stop}]]
+       POST /decode, /tei/decode {ids: [int] | [[int]], skip_special_tokens?} -> [str]
+
+vLLM and TEI both own ``POST /tokenize``. Here ``/tokenize`` tells them apart by the body: a body
+with ``inputs`` is TEI's, one with ``prompt`` is vLLM's (the two share no required field), and
+``/tei/tokenize`` is TEI's unambiguously. ``model`` names an encoding (default: the server's).
+Special-token strings in the text become special tokens, as Hugging Face tokenizers do. TEI
+``start``/``stop`` are UTF-8 byte offsets, as TEI reports them.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from service.deps import Ctx, utf8_len
+from service.offsets import token_byte_offsets
+from service.schemas import (
+    COMMON_ERRORS,
+    TeiDecodeRequest,
+    TeiToken,
+    TeiTokenizeRequest,
+    VllmDetokenizeRequest,
+    VllmDetokenizeResponse,
+    VllmTokenizeRequest,
+    VllmTokenizeResponse,
+)
+from service.errors import APIError
+
+router = APIRouter(tags=["compatibility"], responses=COMMON_ERRORS)
+
+
+def _vllm_tokenize(body: VllmTokenizeRequest, ctx: Ctx) -> VllmTokenizeResponse:
+    enc = ctx.encoding(body.model)
+    with ctx.op("encode", enc, utf8_len(body.prompt)) as rec:
+        tokens = enc.encode(body.prompt, allowed_special="all")
+        rec["tokens"] = len(tokens)
+    strs = [enc.decode_bytes([t]).decode("utf-8", "replace") for t in tokens] if body.return_token_strs else None
+    return VllmTokenizeResponse(
+        count=len(tokens), max_model_len=ctx.settings.max_tokens, tokens=tokens, token_strs=strs
+    )
+
+
+def _tei_tokenize(body: TeiTokenizeRequest, ctx: Ctx) -> list[list[TeiToken]]:
+    enc = ctx.encoding(None)
+    texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+    ctx.check_max("number of texts", len(texts), ctx.settings.max_texts)
+    special_ids = set(enc.special_tokens.values())
+    out = []
+    for text in texts:
+        with ctx.op("encode", enc, utf8_len(text)) as rec:
+            tokens = enc.encode(text, allowed_special="all")
+            rec["tokens"] = len(tokens)
+        out.append(
+            [
+                TeiToken(id=t, text=raw.decode("utf-8", "replace"), special=t in special_ids, start=a, stop=b)
+                for t, raw, a, b in token_byte_offsets(enc, tokens)
+            ]
+        )
+    return out
+
+
+@router.post(
+    "/tokenize",
+    response_model=VllmTokenizeResponse | list[list[TeiToken]],
+    summary="Tokenize (vLLM or TEI, by body shape)",
+)
+def tokenize(body: VllmTokenizeRequest | TeiTokenizeRequest, ctx: Ctx):
+    """vLLM's /tokenize for a body with ``prompt``; TEI's /tokenize for a body with ``inputs``."""
+    if isinstance(body, TeiTokenizeRequest):
+        return _tei_tokenize(body, ctx)
+    return _vllm_tokenize(body, ctx)
+
+
+@router.post("/detokenize", response_model=VllmDetokenizeResponse, summary="Detokenize (vLLM)")
+def detokenize(body: VllmDetokenizeRequest, ctx: Ctx) -> VllmDetokenizeResponse:
+    enc = ctx.encoding(body.model)
+    with ctx.op("decode", enc, 0) as rec:
+        try:
+            text = enc.decode(body.tokens)
+        except (ValueError, KeyError, OverflowError) as e:
+            raise APIError(400, "invalid_token", str(e)) from None
+        rec["tokens"] = len(body.tokens)
+    return VllmDetokenizeResponse(prompt=text)
+
+
+@router.post("/tei/tokenize", response_model=list[list[TeiToken]], summary="Tokenize (TEI)")
+def tei_tokenize(body: TeiTokenizeRequest, ctx: Ctx) -> list[list[TeiToken]]:
+    return _tei_tokenize(body, ctx)
+
+
+def _tei_decode(body: TeiDecodeRequest, ctx: Ctx) -> list[str]:
+    enc = ctx.encoding(None)
+    batches = body.ids if body.ids and isinstance(body.ids[0], list) else [body.ids]
+    ctx.check_max("number of texts", len(batches), ctx.settings.max_texts)
+    special_ids = set(enc.special_tokens.values())
+    out = []
+    for ids in batches:
+        if body.skip_special_tokens:
+            ids = [t for t in ids if t not in special_ids]
+        with ctx.op("decode", enc, 0) as rec:
+            try:
+                out.append(enc.decode(ids))
+            except (ValueError, KeyError, OverflowError) as e:
+                raise APIError(400, "invalid_token", str(e)) from None
+            rec["tokens"] = len(ids)
+    return out
+
+
+@router.post("/decode", response_model=list[str], summary="Decode (TEI)")
+def tei_decode(body: TeiDecodeRequest, ctx: Ctx) -> list[str]:
+    return _tei_decode(body, ctx)
+
+
+@router.post("/tei/decode", response_model=list[str], summary="Decode (TEI)")
+def tei_decode_prefixed(body: TeiDecodeRequest, ctx: Ctx) -> list[str]:
+    return _tei_decode(body, ctx)

@@ -1,0 +1,316 @@
+"""Request and response models. Requests forbid unknown fields; every field is described.
+
+Offsets are character offsets (code points) into the request's text, as everywhere in bpecore.
+Texts may carry lone surrogates (JSON ``"\\ud800"``): they are replaced with U+FFFD on arrival, as
+tiktoken does, which keeps every offset unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+
+def _clean_text(text: str) -> str:
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+Text = Annotated[str, AfterValidator(_clean_text)]
+EncodingName = Annotated[str, Field(min_length=1, max_length=200)]
+TokenId = Annotated[int, Field(ge=0, lt=2**32)]
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Response(BaseModel):
+    pass
+
+
+# ----------------------------------------------------------------------------------- errors
+class ErrorDetail(Response):
+    type: str = Field(description="Stable machine-readable error kind, e.g. 'validation_error', 'encoding_not_found'.")
+    message: str = Field(description="What went wrong, for humans.")
+    code: int = Field(description="The HTTP status code.")
+
+
+class ErrorResponse(Response):
+    error: ErrorDetail = Field(description="The error.")
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    text = {
+        400: "Bad input: invalid JSON or UTF-8, a disallowed special token, an unknown token id.",
+        404: "Unknown encoding or model.",
+        413: "Request body larger than the configured limit.",
+        422: "The body does not match the schema, or exceeds a count limit (texts, ranges, max_tokens).",
+        429: "Too many requests or streams in progress.",
+        503: "Encodings not loaded yet, or the server is draining.",
+    }
+    return {c: {"model": ErrorResponse, "description": text[c]} for c in codes}
+
+
+COMMON_ERRORS = error_responses(400, 404, 413, 422, 429, 503)
+
+
+# ----------------------------------------------------------------------------------- count
+class CountRequest(Request):
+    text: Text | None = Field(default=None, description="The text to count. Give exactly one of text and texts.")
+    texts: list[Text] | None = Field(default=None, description="Several texts to count, each on its own.")
+    encoding: EncodingName | None = Field(
+        default=None, description="Encoding name; default: the server's default encoding. Not with encodings."
+    )
+    encodings: list[EncodingName] | None = Field(
+        default=None, description="Several encodings to count with in one call; one result per encoding."
+    )
+    limit: int | None = Field(
+        default=None,
+        ge=0,
+        description="Token budget. With a limit, counting stops soon after the limit is passed: a text over "
+        "it gets count null and within_limit false.",
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self) -> CountRequest:
+        if (self.text is None) == (self.texts is None):
+            raise ValueError("give exactly one of 'text' and 'texts'")
+        if self.encoding is not None and self.encodings is not None:
+            raise ValueError("give at most one of 'encoding' and 'encodings'")
+        if self.encodings is not None and not self.encodings:
+            raise ValueError("'encodings' is empty")
+        return self
+
+
+class CountResult(Response):
+    encoding: str = Field(description="The encoding these counts are for.")
+    count: int | None = Field(
+        description="Tokens in text (or the sum over texts); null when a limit was given and exceeded."
+    )
+    counts: list[int | None] | None = Field(
+        default=None, description="Per text, when texts was given; null entries are over the limit."
+    )
+    within_limit: bool | None = Field(
+        default=None, description="With a limit: whether the text (every text) fits. Null without a limit."
+    )
+
+
+class CountResponse(CountResult):
+    results: list[CountResult] = Field(
+        description="One result per requested encoding (the top-level fields repeat the first)."
+    )
+
+
+# ----------------------------------------------------------------------------------- encode / decode
+SpecialPolicy = list[str] | Literal["all"]
+
+
+class TokenOffset(Response):
+    id: int = Field(description="Token id.")
+    text: str = Field(description="The token's bytes decoded as UTF-8 (U+FFFD for a partial character).")
+    start: int = Field(description="Character offset of the first character the token touches.")
+    end: int = Field(
+        description="Character offset just after the last character the token touches. Tokens that split "
+        "a character both cover it."
+    )
+
+
+class EncodeRequest(Request):
+    text: Text = Field(description="The text to encode.")
+    encoding: EncodingName | None = Field(default=None, description="Encoding name; default: the server's default.")
+    allowed_special: SpecialPolicy = Field(
+        default_factory=list,
+        description="Special-token strings encoded as their special ids: a list, or 'all'. "
+        "Others are plain text or an error (see disallowed_special), as in tiktoken.",
+    )
+    disallowed_special: SpecialPolicy = Field(
+        default="all",
+        description="Special-token strings that make the request fail with 400 if present: a list, or 'all' "
+        "(every special token not allowed). [] encodes them as plain text.",
+    )
+    return_offsets: bool = Field(default=False, description="Also return {id, text, start, end} per token.")
+
+
+class EncodeResponse(Response):
+    encoding: str = Field(description="The encoding used.")
+    count: int = Field(description="Number of tokens.")
+    tokens: list[int] = Field(description="Token ids.")
+    offsets: list[TokenOffset] | None = Field(default=None, description="Per token, when return_offsets was set.")
+
+
+class DecodeRequest(Request):
+    tokens: list[TokenId] = Field(description="Token ids to decode.")
+    encoding: EncodingName | None = Field(default=None, description="Encoding name; default: the server's default.")
+    return_offsets: bool = Field(
+        default=False, description="Also return {id, text, start, end} per token, offsets into the decoded text."
+    )
+
+
+class DecodeResponse(Response):
+    encoding: str = Field(description="The encoding used.")
+    count: int = Field(description="Number of tokens decoded.")
+    text: str = Field(description="The decoded text; invalid UTF-8 is replaced with U+FFFD.")
+    offsets: list[TokenOffset] | None = Field(default=None, description="Per token, when return_offsets was set.")
+
+
+# ----------------------------------------------------------------------------------- split / intervals
+class SplitRequest(Request):
+    text: Text = Field(description="The text to cut.")
+    max_tokens: int = Field(ge=0, description="Token budget of the kept part.")
+    keep: Literal["head", "tail"] = Field(
+        default="head",
+        description="'head': keep the longest prefix with count <= max_tokens; "
+        "'tail': keep the longest suffix with count <= max_tokens.",
+    )
+    encoding: EncodingName | None = Field(default=None, description="Encoding name; default: the server's default.")
+
+
+class SplitResponse(Response):
+    encoding: str = Field(description="The encoding used.")
+    offset: int = Field(description="The cut, a character offset: kept = text[:offset] (head) or text[offset:] (tail).")
+    start: int = Field(description="Character offset where the kept text starts.")
+    end: int = Field(description="Character offset where the kept text ends.")
+    text: str = Field(description="The kept text.")
+    count: int = Field(description="Tokens in the kept text on its own (<= max_tokens).")
+
+
+class IntervalsRequest(Request):
+    text: Text = Field(description="The text the ranges index into.")
+    ranges: list[tuple[int, int]] = Field(
+        description="[start, end] character offsets, 0 <= start <= end <= len(text); each counted as text[start:end]."
+    )
+    encoding: EncodingName | None = Field(default=None, description="Encoding name; default: the server's default.")
+
+
+class IntervalsResponse(Response):
+    encoding: str = Field(description="The encoding used.")
+    count: int = Field(description="Tokens in the whole text.")
+    counts: list[int] = Field(description="Per range, the count of text[start:end] sent on its own.")
+
+
+# ----------------------------------------------------------------------------------- chunk
+class ChunkRequest(Request):
+    text: Text | None = Field(default=None, description="The text to chunk. Give exactly one of text and texts.")
+    texts: list[Text] | None = Field(default=None, description="Several texts, each chunked on its own.")
+    encoding: EncodingName | None = Field(default=None, description="Encoding name; default: the server's default.")
+    max_tokens: int = Field(ge=1, description="Most tokens per chunk (exact: every chunk's count is <= this).")
+    overlap: int = Field(
+        default=0, ge=0, description="Tokens of the previous chunk's end each chunk starts with (at most)."
+    )
+    trim: bool = Field(default=False, description="Trim whitespace at chunk edges (offsets stay true).")
+    markdown: bool = Field(default=True, description="Prefer cuts before Markdown headings.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ChunkRequest:
+        if (self.text is None) == (self.texts is None):
+            raise ValueError("give exactly one of 'text' and 'texts'")
+        if self.overlap >= self.max_tokens:
+            raise ValueError("'overlap' must be smaller than 'max_tokens'")
+        return self
+
+
+class ChunkOut(Response):
+    text: str = Field(description="The chunk's text, text[start:end].")
+    start: int = Field(description="Character offset where the chunk starts.")
+    end: int = Field(description="Character offset where the chunk ends.")
+    tokens: int = Field(description="Tokens in the chunk on its own.")
+
+
+class ChunkResponse(Response):
+    encoding: str = Field(description="The encoding used.")
+    count: int = Field(description="Number of chunks (over all texts).")
+    chunks: list[ChunkOut] | None = Field(default=None, description="The chunks of text, in order.")
+    results: list[list[ChunkOut]] | None = Field(default=None, description="Per text (when texts was given), its chunks.")
+
+
+# ----------------------------------------------------------------------------------- chat
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str = Field(description="'system', 'user', 'assistant', 'tool', ...")
+    content: str | list[dict[str, Any]] | None = Field(
+        default=None, description="Message text, or a list of content parts ({type: 'text', text})."
+    )
+    name: str | None = Field(default=None, description="Optional participant name.")
+
+
+class ChatCountRequest(Request):
+    messages: list[ChatMessage] = Field(description="OpenAI-style chat messages.")
+    model: str = Field(default="gpt-4o", description="Model whose message overheads and encoding apply.")
+    tools: list[dict[str, Any]] | None = Field(default=None, description="OpenAI-style tool (function) definitions.")
+
+
+class ChatCountResponse(Response):
+    model: str = Field(description="The model counted for.")
+    count: int = Field(description="Prompt tokens the request costs, overheads included.")
+
+
+# ----------------------------------------------------------------------------------- encodings
+class EncodingInfo(Response):
+    name: str = Field(description="Encoding name.")
+    n_vocab: int = Field(description="Number of ids, special tokens included (max id + 1).")
+    special_tokens: dict[str, int] = Field(description="Special-token strings and their ids.")
+    pattern: str | None = Field(description="Pre-tokenization regex (null: the whole text is one piece).")
+    vocab_sha256: str | None = Field(description="SHA-256 of the rank file the encoding was built from.")
+    default: bool = Field(description="Whether requests naming no encoding use this one.")
+
+
+class EncodingsResponse(Response):
+    data: list[EncodingInfo] = Field(description="The loaded encodings.")
+
+
+# ----------------------------------------------------------------------------------- health
+class HealthResponse(Response):
+    status: str = Field(description="'ok', 'loading', 'draining' or 'failed'.")
+    encodings: list[str] = Field(default_factory=list, description="Encodings loaded.")
+    detail: str | None = Field(default=None, description="Why not ready, when not.")
+
+
+# ----------------------------------------------------------------------------------- compatibility
+class VllmTokenizeRequest(Request):
+    model: str | None = Field(default=None, description="Encoding name (or a model bpecore maps to one).")
+    prompt: Text = Field(description="Text to tokenize.")
+    add_special_tokens: bool = Field(default=True, description="Accepted for compatibility; these encodings add none.")
+    return_token_strs: bool | None = Field(default=False, description="Also return each token's text.")
+
+
+class VllmTokenizeResponse(Response):
+    count: int = Field(description="Number of tokens.")
+    max_model_len: int = Field(description="Reported as the server's max_tokens limit.")
+    tokens: list[int] = Field(description="Token ids.")
+    token_strs: list[str] | None = Field(default=None, description="Per token, its text (when asked).")
+
+
+class VllmDetokenizeRequest(Request):
+    model: str | None = Field(default=None, description="Encoding name (or a model bpecore maps to one).")
+    tokens: list[TokenId] = Field(description="Token ids to decode.")
+
+
+class VllmDetokenizeResponse(Response):
+    prompt: str = Field(description="The decoded text.")
+
+
+class TeiTokenizeRequest(Request):
+    inputs: Text | list[Text] = Field(description="Text or texts to tokenize.")
+    add_special_tokens: bool = Field(default=True, description="Accepted for compatibility; these encodings add none.")
+    prompt_name: str | None = Field(default=None, description="Accepted for compatibility; ignored.")
+
+
+class TeiToken(Response):
+    id: int = Field(description="Token id.")
+    text: str = Field(description="The token's text.")
+    special: bool = Field(description="Whether this is a special token.")
+    start: int | None = Field(description="UTF-8 byte offset where the token starts (TEI convention).")
+    stop: int | None = Field(description="UTF-8 byte offset where the token ends (TEI convention).")
+
+
+class TeiDecodeRequest(Request):
+    ids: list[TokenId] | list[list[TokenId]] = Field(description="Token ids, or a list of id lists.")
+    skip_special_tokens: bool = Field(default=True, description="Drop special tokens from the text.")
