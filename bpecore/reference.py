@@ -40,3 +40,83 @@ def encode_ordinary(mergeable_ranks: dict[bytes, int], pattern: str | None, text
     for piece in pieces(pattern, text):
         out.extend(bpe_encode(mergeable_ranks, piece.encode("utf-8")))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference trainer (issue 7): the naive BPE training loop the Cython ``Trainer`` is tested against.
+# Every step recounts all pairs from scratch. Tie-break: highest count, then the smallest
+# (left bytes, right bytes); a pair whose concatenation is already a token is never merged.
+
+
+def train_merges(
+    words: dict[bytes, int] | list[tuple[list[bytes], int]],
+    n_merges: int,
+    min_frequency: int = 1,
+    vocab: set[bytes] | None = None,
+) -> list[tuple[bytes, bytes]]:
+    """The merges BPE training makes on ``words`` (pieces -> counts, or (token list, count) pairs)."""
+    if isinstance(words, dict):
+        seqs = [([piece[i : i + 1] for i in range(len(piece))], count) for piece, count in words.items()]
+    else:
+        seqs = [(list(tokens), count) for tokens, count in words]
+    known = set(vocab) if vocab is not None else {bytes([b]) for b in range(256)}
+    merges: list[tuple[bytes, bytes]] = []
+    while len(merges) < n_merges:
+        counts: dict[tuple[bytes, bytes], int] = {}
+        for tokens, count in seqs:
+            for pair in zip(tokens, tokens[1:]):
+                counts[pair] = counts.get(pair, 0) + count
+        candidates = [
+            (-count, left, right)
+            for (left, right), count in counts.items()
+            if count >= max(1, min_frequency) and left + right not in known
+        ]
+        if not candidates:
+            break
+        _, left, right = min(candidates)
+        merges.append((left, right))
+        known.add(left + right)
+        for tokens, _ in seqs:
+            i = 0
+            while i < len(tokens) - 1:
+                if tokens[i] == left and tokens[i + 1] == right:
+                    tokens[i : i + 2] = [left + right]
+                i += 1
+    return merges
+
+
+def train(
+    texts: list[str],
+    vocab_size: int,
+    pattern: str | None,
+    min_frequency: int = 2,
+    superbpe_transition: int | None = None,
+    superword_pattern: str | None = None,
+) -> dict[bytes, int]:
+    """mergeable_ranks trained on ``texts``: bytes get ranks 0..255, merge k gets rank 256 + k.
+
+    With ``superbpe_transition=t``: t merges over ``pattern`` pieces, then the pieces of
+    ``superword_pattern`` are encoded with that vocab and training goes on over them.
+    """
+    counts: dict[bytes, int] = {}
+    for text in texts:
+        for piece in pieces(pattern, text):
+            key = piece.encode("utf-8")
+            counts[key] = counts.get(key, 0) + 1
+    n_merges = vocab_size - 256
+    first = n_merges if superbpe_transition is None else min(n_merges, superbpe_transition)
+    ranks = {bytes([b]): b for b in range(256)}
+    for left, right in train_merges(counts, first, min_frequency, set(ranks)):
+        ranks[left + right] = len(ranks)
+    if superbpe_transition is None or len(ranks) - 256 < first:
+        return ranks
+    super_counts: dict[bytes, int] = {}
+    for text in texts:
+        for piece in pieces(superword_pattern, text):
+            key = piece.encode("utf-8")
+            super_counts[key] = super_counts.get(key, 0) + 1
+    by_rank = {rank: token for token, rank in ranks.items()}
+    words = [([by_rank[t] for t in bpe_encode(ranks, piece)], count) for piece, count in sorted(super_counts.items())]
+    for left, right in train_merges(words, n_merges - first, min_frequency, set(ranks)):
+        ranks[left + right] = len(ranks)
+    return ranks
