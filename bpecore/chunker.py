@@ -1,0 +1,465 @@
+"""Token-exact RAG chunking: ``chunk(text, max_tokens)`` and ``chunk_batch(texts, ...)``.
+
+Every chunk's count is exact (the count of ``text[start:end]`` sent on its own), never more than
+``max_tokens``. Each chunk is as large as it can be while ending at the best boundary available:
+Markdown heading (H1 best, ``markdown=True``), paragraph, line, sentence, word, punctuation, word
+part (Unicode word boundaries), grapheme, character. See DESIGN.md "Chunking" and the README's
+"Chunking" section for the rule; this docstring only names the steps.
+
+Per chunk starting at ``s``:
+  1. ``e_max``: the largest end with ``count(text[s:e_max]) <= max_tokens`` (``Encoding.split_at``
+     on a window of the text that grows until the answer lies inside it);
+  2. from the best boundary level down, walk that level's boundaries right to left from ``e_max``
+     (a reverse regex search, so only the tail of the window is scanned) and take the first whose
+     chunk verifies exactly with the interval counter (counts are not monotonic in the cut, so a
+     boundary left of ``e_max`` may still not fit: then step back);
+  3. with ``overlap``, the next chunk starts at the first word start ``s'`` with
+     ``count(text[s':end]) <= overlap`` (``Encoding.split_at_end`` on a window, then snap forward).
+Cost: about one pass over the text: one interval-counter pass, one ``split_at`` per chunk (work
+grows with ``max_tokens``), and regex scans over each chunk's tail.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+import regex
+
+if TYPE_CHECKING:
+    from bpecore.encoding import Encoding
+
+__all__ = ["Chunk", "chunk", "chunk_batch"]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk: ``text == source[start:end]`` and ``tokens == count(text)``, exactly.
+
+    ``start``/``end`` are character (code point) offsets into the source string.
+    """
+
+    start: int
+    end: int
+    text: str
+    tokens: int
+
+
+# ---------------------------------------------------------------------------- boundary levels
+# Higher is better. A boundary position ``b`` is where the next unit starts; the chunk before it
+# is ``text[s:b]`` (whitespace-trimmed on the right when ``trim``).
+_CHAR = 0  # any code point boundary
+_GRAPHEME = 1  # extended grapheme cluster boundary (regex ``\X``)
+_WORDPART = 2  # Unicode default word boundary (regex ``(?w)\b``): code, JSON, CJK runs
+_PUNCT = 3  # after , ; : or a closing bracket (minified JSON, code)
+_WORD = 4  # after a whitespace run
+_SENTENCE = 5  # after a sentence terminator (Unicode STerm/ATerm, closers, whitespace)
+_LINE = 6  # after a newline
+_PARAGRAPH = 7  # after a blank line
+_SECTION = 8  # before a Markdown heading: _SECTION + (6 - depth), so H1 = 13 is the best
+
+_REV = regex.REVERSE | regex.VERSION1
+_WS_TAIL = regex.compile(r"\s+", _REV)  # anchored at endpos by .match in reverse mode
+_WS_HEAD = regex.compile(r"\s+")
+_PARAGRAPH_RE = regex.compile(r"\n[^\S\n]*\n\s*", _REV)
+_LINE_RE = regex.compile(r"\n\s*", _REV)
+# A sentence ends at a run of terminators, then closing quotes/brackets, then whitespace; the
+# full-width CJK terminators need no whitespace after them.
+_SENTENCE_RE = regex.compile(
+    r"[\p{SB=STerm}\p{SB=ATerm}]+\p{SB=Close}*\s+|[\u3002\uff01\uff1f\uff61\ufe52\ufe56\ufe57]+\p{SB=Close}*\s*",
+    _REV,
+)
+_WORD_RE = regex.compile(r"\s+", _REV)
+_PUNCT_RE = regex.compile(r"[,;:\p{Pe}]+", _REV)
+_WORDPART_RE = regex.compile(r"(?w)\b", _REV)
+_GRAPHEME_RE = regex.compile(r"\X", regex.VERSION1)
+# A cut just before one of these would split a grapheme cluster.
+_NO_CUT_BEFORE = regex.compile(r"[\p{GCB=Extend}\p{GCB=SpacingMark}\p{GCB=ZWJ}]")
+_NO_CUT_AFTER = regex.compile(r"[\p{GCB=ZWJ}\p{GCB=Prepend}]")
+_LOWER = regex.compile(r"\p{Ll}")
+_WORD_BEFORE_DOT = regex.compile(r"(\w+)\.$")
+# Tokens that end with "." without ending a sentence ("Dr. Smith", "e.g. this"), lower-cased.
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof sr jr st rev gen gov sen rep hon mt ft "
+    "e.g i.e eg ie cf vs viz al approx ca etc "
+    "fig figs eq eqs vol vols pp ch sec no nos art op ed eds "
+    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+# ATX heading ("## Title"), setext heading ("Title\n====="), or a code fence (headings inside
+# fences are not headings).
+_MARKDOWN_RE = regex.compile(
+    r"^(?P<fence>```|~~~)|^(?P<atx>#{1,6})(?:[ \t]|$)|^(?P<setext>[^\s][^\n]*)\n[ ]{0,3}(?P<under>=+|-+)[ \t]*$",
+    regex.MULTILINE | regex.VERSION1,
+)
+
+_MAX_FAILED_PER_LEVEL = 8  # exact checks that may fail (non-monotone counts) before going a level down
+
+
+# ---------------------------------------------------------------------------- exact counting
+class _SliceCounter:
+    """Stand-in for ``Encoding.interval_counter`` (exact, slow): re-encodes each slice."""
+
+    __slots__ = ("_enc", "_text")
+
+    def __init__(self, enc: Encoding, text: str) -> None:
+        self._enc = enc
+        self._text = text
+
+    def count(self, i: int, j: int) -> int:
+        return self._enc.count(self._text[i:j])
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _split_at_slow(enc: Encoding, text: str, n: int) -> int:
+    """Stand-in for ``Encoding.split_at``: largest ``k`` with ``count(text[:k]) <= n``.
+
+    Counts are exact; the start guess comes from the byte length of the first ``n`` tokens.
+    """
+    tokens = enc.encode_ordinary(text)
+    if len(tokens) <= n:
+        return len(text)
+    nbytes = len(enc.decode_bytes(tokens[:n]))
+    k = len(_utf8(text)[:nbytes].decode("utf-8", "ignore"))
+    while k > 0 and enc.count(text[:k]) > n:
+        k -= 1
+    while k < len(text) and enc.count(text[: k + 1]) <= n:
+        k += 1
+    return k
+
+
+def _split_at_end_slow(enc: Encoding, text: str, n: int) -> int:
+    """Stand-in for ``Encoding.split_at_end``: smallest ``k`` with ``count(text[k:]) <= n``."""
+    tokens = enc.encode_ordinary(text)
+    if len(tokens) <= n:
+        return 0
+    raw = _utf8(text)
+    nbytes = len(raw) - (len(enc.decode_bytes(tokens[len(tokens) - n :])) if n else 0)
+    k = len(text) - len(raw[nbytes:].decode("utf-8", "ignore"))
+    while k < len(text) and enc.count(text[k:]) > n:
+        k += 1
+    while k > 0 and enc.count(text[k - 1 :]) <= n:
+        k -= 1
+    return k
+
+
+def _resolve(encoding: str | Encoding) -> Encoding:
+    if isinstance(encoding, str):
+        from bpecore.registry import get_encoding
+
+        return get_encoding(encoding)
+    return encoding
+
+
+# ---------------------------------------------------------------------------- the chunker
+class _Chunker:
+    """State for chunking one text: the interval counter and a chars-per-token estimate."""
+
+    def __init__(self, enc: Encoding, text: str, max_tokens: int, overlap: int, trim: bool, markdown: bool):
+        self.enc = enc
+        self.text = text
+        self.n = len(text)
+        self.max_tokens = max_tokens
+        self.overlap = overlap
+        self.trim = trim
+        if hasattr(enc, "interval_counter"):
+            self.counter = enc.interval_counter(text)
+            self._split_at = enc.split_at
+            self._split_at_end = enc.split_at_end
+        else:
+            self.counter = _SliceCounter(enc, text)
+            self._split_at = lambda t, k: _split_at_slow(enc, t, k)
+            self._split_at_end = lambda t, k: _split_at_end_slow(enc, t, k)
+        self.chars_per_token = 4.0
+        self.sections = self._markdown_sections() if markdown else []
+
+    # ------------------------------------------------------------------ helpers
+    def _window(self, tokens: int) -> int:
+        return int(tokens * self.chars_per_token * 1.25) + 128
+
+    def _farthest_end(self, s: int, tokens: int) -> int:
+        """Largest ``e`` with ``count(text[s:e]) <= tokens`` (split_at on a growing window)."""
+        size = self._window(tokens)
+        while True:
+            hi = min(self.n, s + size)
+            k = self._split_at(self.text[s:hi], tokens)
+            # Prefix counts are not monotonic: an answer near the window's end might be beaten by
+            # a longer prefix, so only accept one that leaves a margin (or the text's end).
+            if hi == self.n or k < hi - s - 32:
+                return s + k
+            size *= 2
+
+    def _nearest_start(self, e: int, lo: int, tokens: int) -> int:
+        """Smallest ``s >= lo`` with ``count(text[s:e]) <= tokens`` (split_at_end on a window)."""
+        size = self._window(tokens)
+        while True:
+            a = max(lo, e - size)
+            k = self._split_at_end(self.text[a:e], tokens)
+            if a == lo or k > 32:
+                return a + k
+            size *= 2
+
+    def _rstrip(self, s: int, b: int) -> int:
+        if not self.trim:
+            return b
+        m = _WS_TAIL.match(self.text, s, b)
+        return m.start() if m else b
+
+    def _skip_ws(self, i: int) -> int:
+        m = _WS_HEAD.match(self.text, i)
+        return m.end() if m else i
+
+    def _cuts_cluster(self, b: int) -> bool:
+        text = self.text
+        return 0 < b < self.n and (
+            _NO_CUT_BEFORE.match(text, b) is not None
+            or _NO_CUT_AFTER.match(text, b - 1) is not None
+            or (text[b - 1] == "\r" and text[b] == "\n")
+        )
+
+    def _markdown_sections(self) -> list[tuple[int, int]]:
+        """(position, level) of each heading line start outside code fences, in order."""
+        out: list[tuple[int, int]] = []
+        fence: str | None = None
+        for m in _MARKDOWN_RE.finditer(self.text):
+            if m.group("fence"):
+                marker = m.group("fence")
+                fence = None if fence == marker else (fence or marker)
+            elif fence is not None:
+                continue
+            elif m.group("atx"):
+                out.append((m.start(), _SECTION + 6 - len(m.group("atx"))))
+            else:
+                depth = 1 if m.group("under").startswith("=") else 2
+                out.append((m.start(), _SECTION + 6 - depth))
+        return out
+
+    # ------------------------------------------------------------------ boundary candidates
+    def _candidates(self, level: int, s: int, e: int) -> Iterator[int]:
+        """Boundaries ``b`` of at least ``level`` with ``s < b <= e``, right to left."""
+        text = self.text
+        if level >= _SECTION:
+            for pos, lvl in reversed(self.sections):
+                if pos <= s:
+                    return
+                if pos <= e and lvl >= level:
+                    yield pos
+            return
+        if level == _CHAR:
+            yield from range(e, s, -1)
+            return
+        if level == _GRAPHEME:
+            # Segment a stretch around ``e``; well after its start it is in sync with the text.
+            ends = [m.end() for m in _GRAPHEME_RE.finditer(text, max(s, e - 256), min(self.n, e + 64))]
+            for b in reversed(ends):
+                if s < b <= e and not self._cuts_cluster(b):
+                    yield b
+            return
+        pattern = _LEVEL_PATTERNS[level]
+        for m in pattern.finditer(text, s, e):
+            b = m.end()
+            if b <= s:
+                return
+            if self._cuts_cluster(b):
+                continue
+            if level == _SENTENCE and not self._sentence_ends(m, b):
+                continue
+            yield b
+
+    def _sentence_ends(self, m: regex.Match, b: int) -> bool:
+        text = self.text
+        if b < self.n and _LOWER.match(text, b):
+            return False
+        if m.group().rstrip() == ".":
+            w = _WORD_BEFORE_DOT.search(text, max(0, m.start() - 24), m.start() + 1)
+            if w is not None:
+                word = w.group(1)
+                if (len(word) == 1 and word.isalpha()) or word.lower() in _ABBREVIATIONS:
+                    return False
+        return True
+
+    # ------------------------------------------------------------------ one chunk
+    def _best_end(self, s: int, min_end: int) -> tuple[int, int, int] | None:
+        """(boundary, end, tokens) of the best chunk starting at ``s`` ending after ``min_end``."""
+        limit = self.max_tokens
+        count = self.counter.count
+        e_max = self._farthest_end(s, limit)
+        if e_max == self.n:
+            end = self._rstrip(s, self.n)
+            if end > min_end:
+                tokens = count(s, end)
+                if tokens <= limit:
+                    return self.n, end, tokens
+        e = self._skip_ws(e_max) if self.trim else e_max
+        top = _SECTION + 5 if self.sections else _PARAGRAPH
+        for level in range(top, _CHAR - 1, -1):
+            failed = 0
+            for b in self._candidates(level, s, e):
+                end = self._rstrip(s, b)
+                if end <= min_end:
+                    break
+                tokens = count(s, end)
+                if tokens <= limit:
+                    return b, end, tokens
+                failed += 1
+                if failed >= _MAX_FAILED_PER_LEVEL and level != _CHAR:
+                    break
+        return None
+
+    def chunks(self) -> Iterator[Chunk]:
+        text, n = self.text, self.n
+        s = self._skip_ws(0) if self.trim else 0
+        prev_end = 0  # the previous chunk's (trimmed) end: the next chunk must end after it
+        best = None
+        while s < n:
+            if best is None:
+                best = self._best_end(s, max(s, prev_end))
+            if best is None:
+                raise ValueError(
+                    f"max_tokens={self.max_tokens} cannot hold the character {text[s]!r} at offset {s} "
+                    f"({self.enc.count(text[s])} tokens on its own)"
+                )
+            b, end, tokens = best
+            yield Chunk(s, end, text[s:end], tokens)
+            if tokens:
+                self.chars_per_token = 0.5 * self.chars_per_token + 0.5 * max(1.0, (end - s) / tokens)
+            best = None
+            nxt = self._skip_ws(b) if self.trim else b
+            if nxt >= n:
+                return
+            if self.overlap:
+                # Start inside the previous chunk if that still lets this one end after it.
+                start = self._overlap_start(s, end)
+                if start is not None:
+                    best = self._best_end(start, end)
+                    if best is not None:
+                        nxt = start
+            s, prev_end = nxt, end
+
+    def _overlap_start(self, prev_start: int, end: int) -> int | None:
+        """First word start ``s'`` in ``(prev_start, end)`` with ``count(text[s':end]) <= overlap``.
+
+        Falls back to a grapheme or character position when no word starts there; ``None`` when
+        not even the last character fits in ``overlap`` tokens.
+        """
+        text, count, limit = self.text, self.counter.count, self.overlap
+        k = max(self._nearest_start(end, prev_start, limit), prev_start + 1)
+        if k >= end:
+            return None
+        # Word starts at or after k: k itself, then the end of each whitespace run.
+        starts: list[int] = []
+        if text[k - 1].isspace() and not text[k].isspace():
+            starts.append(k)
+        for m in _WS_HEAD.finditer(text, k, end):
+            if m.end() < end:
+                starts.append(m.end())
+            if len(starts) >= _MAX_FAILED_PER_LEVEL:
+                break
+        for start in starts:
+            if count(start, end) <= limit:
+                return start
+        if self.trim:
+            k = self._skip_ws(k)
+        while k < end and self._cuts_cluster(k):
+            k += 1
+        while k < end and count(k, end) > limit:
+            k += 1
+        return k if k < end else None
+
+
+_LEVEL_PATTERNS = {
+    _PARAGRAPH: _PARAGRAPH_RE,
+    _LINE: _LINE_RE,
+    _SENTENCE: _SENTENCE_RE,
+    _WORD: _WORD_RE,
+    _PUNCT: _PUNCT_RE,
+    _WORDPART: _WORDPART_RE,
+}
+
+
+def _check(max_tokens: int, overlap: int) -> None:
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+    if not isinstance(overlap, int) or not 0 <= overlap < max_tokens:
+        raise ValueError(f"overlap must be an int with 0 <= overlap < max_tokens, got {overlap!r}")
+
+
+def chunk(
+    text: str,
+    encoding: str | Encoding = "cl100k_base",
+    max_tokens: int = 512,
+    overlap: int = 0,
+    trim: bool = True,
+    markdown: bool = False,
+) -> list[Chunk]:
+    """Split ``text`` into chunks of at most ``max_tokens`` tokens each, exactly.
+
+    Each chunk is as large as it can be while ending at the best boundary available: Markdown
+    heading (with ``markdown=True``; H1 before H2 ...), paragraph (blank line), line, sentence,
+    word, punctuation, Unicode word boundary, grapheme, character.
+
+    Args:
+        text: the text to split.
+        encoding: an encoding name (``"cl100k_base"``, ``"o200k_base"``) or an ``Encoding``.
+        max_tokens: the most tokens any chunk may have (``count(chunk.text) <= max_tokens``).
+        overlap: each chunk after the first starts with at most this many tokens of the previous
+            chunk's end, at a word start where one exists (``0 <= overlap < max_tokens``).
+        trim: strip whitespace at chunk edges (offsets stay true; only whitespace falls between
+            chunks). With ``trim=False`` and no overlap the chunks tile the text exactly.
+        markdown: treat ``#`` headings and setext headings as the best boundaries.
+
+    Returns:
+        ``Chunk(start, end, text, tokens)`` in text order, with ``text == source[start:end]``.
+
+    Raises:
+        ValueError: bad arguments, or ``max_tokens`` below 4 and a single character needs more.
+
+    >>> [(c.start, c.end, c.tokens) for c in chunk("One. Two three.\\n\\nFour five six.", max_tokens=6)]
+    [(0, 15, 5), (17, 31, 4)]
+    """
+    _check(max_tokens, overlap)
+    enc = _resolve(encoding)
+    if not text:
+        return []
+    return list(_Chunker(enc, text, max_tokens, overlap, trim, markdown).chunks())
+
+
+def _iter_chunks(
+    text: str,
+    encoding: str | Encoding = "cl100k_base",
+    max_tokens: int = 512,
+    overlap: int = 0,
+    trim: bool = True,
+    markdown: bool = False,
+) -> Iterator[Chunk]:
+    """``chunk`` as a generator (the CLI uses it to show progress)."""
+    _check(max_tokens, overlap)
+    enc = _resolve(encoding)
+    if text:
+        yield from _Chunker(enc, text, max_tokens, overlap, trim, markdown).chunks()
+
+
+def chunk_batch(
+    texts: Sequence[str],
+    encoding: str | Encoding = "cl100k_base",
+    max_tokens: int = 512,
+    overlap: int = 0,
+    trim: bool = True,
+    markdown: bool = False,
+    *,
+    num_threads: int = 8,
+) -> list[list[Chunk]]:
+    """``chunk`` over many texts, in threads (the counting core releases the GIL)."""
+    _check(max_tokens, overlap)
+    enc = _resolve(encoding)
+
+    def one(text: str) -> list[Chunk]:
+        return chunk(text, enc, max_tokens, overlap, trim, markdown)
+
+    if num_threads <= 1 or len(texts) <= 1:
+        return [one(t) for t in texts]
+    with ThreadPoolExecutor(min(num_threads, len(texts))) as pool:
+        return list(pool.map(one, texts))
