@@ -1,0 +1,232 @@
+"""The hand-written pre-tokenizer scanners cut text exactly where the `regex` module does.
+
+Oracle: ``regex.findall(PATTERN, text)``. Checked on every shared corpus (whole files), on every
+code point in a few contexts, on generated text, and the character tables on every code point.
+"""
+
+from __future__ import annotations
+
+import doctest
+import gzip
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+import regex
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from bpecore import pretokenize
+from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN, pattern_kind, piece_ends, split
+
+PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "r50k": R50K_PATTERN}
+PATTERN_PARAMS = [pytest.param(p, id=name) for name, p in PATTERNS.items()]
+
+CORPORA_DIR = Path(__file__).resolve().parents[3] / "shared" / "corpora"
+CORPORA = sorted(p.name.split(".")[0] for p in CORPORA_DIR.glob("*.txt.gz"))
+
+#: Every code point that can appear in valid UTF-8 (no surrogates).
+CODE_POINTS = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+
+#: Flag bits of pretokenize._flags_table(), low to high.
+PROPERTIES = [r"\p{Lu}", r"\p{Ll}", r"\p{Lt}", r"\p{Lm}", r"\p{Lo}", r"\p{M}", r"\p{N}", r"\s"]
+
+#: Characters that decide where the patterns cut: every letter category, marks, digits of other
+#: scripts and other N, apostrophes and contraction letters (U+017F folds to 's'), every \s
+#: character plus the isspace()-only \x1c-\x1f, punctuation, '/', emoji.
+ALPHABET = sorted(set(
+    "abcdefstlmvrAZSTLMVRDE"
+    "\u01c5\u01c8\u02b0\u02b1\u3005\u05d0\u4e2d\u0627\u00aa"   # Lt, Lm, Lo
+    "\u0301\u0300\u0903\u20dd"                                  # Mn, Mc, Me
+    "0123456789\u0661\uff11\u00b2\u2160\u00bd"                  # Nd, No, Nl
+    "'\u2019\u017f\u212a\u0130\u0131"
+    "\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"
+    ".,;:!?\"()-_/\\@#$%&*+=<>[]{}|~^`\u00a7\u2014"
+    "\U0001f600\U0001f44d\u200d\ufe0f"
+))
+#: Multi-character runs that exercise the contractions and the o200k backtracking.
+CHUNKS = ["'s", "'S", "'t", "'T", "'ll", "'LL", "'lL", "'ve", "'VE", "'re", "'Re", "'d", "'D", "'m", "'M",
+          "'\u017f", "\u2019s", "\u0301A", "A\u0301", "\u02b0A", "A\u02b0", "\u01c5a", "Ab", "aB", " \n", "\r\n",
+          "\n\n", "  ", "123", "1234", " //", "\u00a0a", " 'll", "?\n/"]
+
+decisive_text = st.lists(st.one_of(st.sampled_from(ALPHABET), st.sampled_from(CHUNKS)), max_size=60).map("".join)
+
+
+@lru_cache(maxsize=None)
+def read_corpus(name: str) -> str:
+    return gzip.decompress((CORPORA_DIR / f"{name}.1mb.txt.gz").read_bytes()).decode("utf-8")
+
+
+def assert_same_pieces(pattern: str, text: str) -> None:
+    expected = regex.findall(pattern, text)
+    got = split(pattern, text)
+    if got != expected:
+        k = next(i for i, (a, b) in enumerate(zip(got + [None], expected + [None])) if a != b)
+        raise AssertionError(f"piece {k} differs: scanner {got[k - 2:k + 3]!r} regex {expected[k - 2:k + 3]!r}")
+
+
+# --- pattern_kind -----------------------------------------------------------------------------
+
+def test_pattern_kind():
+    assert pattern_kind(CL100K_PATTERN) == pretokenize_kind("cl100k")
+    assert len({pattern_kind(p) for p in PATTERNS.values()}) == 3
+    assert pattern_kind(None) == 0
+    assert pattern_kind(r"\w+|\s") == 1
+    assert pattern_kind(CL100K_PATTERN + " ") == 1
+    assert pattern_kind(R50K_PATTERN.encode()) == 1
+
+
+def pretokenize_kind(name: str) -> int:
+    return {"cl100k": 2, "o200k": 3, "r50k": 4}[name]
+
+
+@pytest.mark.parametrize("name", PATTERNS)
+def test_pattern_kind_values(name):
+    """The PatternKind values of pretokenize.pxd."""
+    assert pattern_kind(PATTERNS[name]) == pretokenize_kind(name)
+
+
+def test_patterns_are_tiktokens(monkeypatch):
+    """The constants are the strings tiktoken's own encodings use (constructors run without files)."""
+    pytest.importorskip("tiktoken")
+    openai_public = pytest.importorskip("tiktoken_ext.openai_public")
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", lambda *a, **k: {})
+    monkeypatch.setattr(openai_public, "data_gym_to_mergeable_bpe_ranks", lambda *a, **k: {})
+    assert openai_public.cl100k_base()["pat_str"] == CL100K_PATTERN
+    assert openai_public.o200k_base()["pat_str"] == O200K_PATTERN
+    assert openai_public.r50k_base()["pat_str"] == R50K_PATTERN
+    assert openai_public.gpt2()["pat_str"] == R50K_PATTERN
+
+
+# --- character tables ------------------------------------------------------------------------
+
+def test_flags_table_every_code_point():
+    """Each flag of each code point equals what `regex` matches (surrogates: no flags)."""
+    text = "".join(CODE_POINTS)
+    expected = bytearray(0x110000)
+    for bit, prop in enumerate(PROPERTIES):
+        for m in regex.finditer(prop + "+", text):
+            for ch in m.group():
+                expected[ord(ch)] |= 1 << bit
+    table, ascii_table = pretokenize._flags_table()
+    if table != expected:
+        bad = [c for c in range(0x110000) if table[c] != expected[c]]
+        raise AssertionError(f"{len(bad)} code points differ, first U+{bad[0]:04X}: "
+                             f"{table[bad[0]]:08b} != regex {expected[bad[0]]:08b}")
+    assert ascii_table == table[:128]
+
+
+def test_letter_is_union_of_cases():
+    r"""\p{L} is Lu|Ll|Lt|Lm|Lo, which the scanners assume."""
+    table, _ = pretokenize._flags_table()
+    letters = set(ord(ch) for m in regex.finditer(r"\p{L}+", "".join(CODE_POINTS)) for ch in m.group())
+    assert {c for c in range(0x110000) if table[c] & 0x1F} == letters
+
+
+@pytest.mark.parametrize("letter", "sdmtlver'")
+def test_case_insensitive_contraction_letters(letter):
+    """(?i:x) in `regex` matches only x, its ASCII other case, and U+017F for 's': what the scanner hardcodes."""
+    found = {m.group() for m in regex.finditer(f"(?i:{regex.escape(letter)})", "".join(CODE_POINTS))}
+    expected = {letter, letter.upper()} | ({"\u017f"} if letter == "s" else set())
+    assert found == expected
+
+
+# --- whole texts -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("corpus", CORPORA)
+@pytest.mark.parametrize("pattern", PATTERN_PARAMS)
+def test_corpus_matches_regex(pattern, corpus):
+    assert_same_pieces(pattern, read_corpus(corpus))
+
+
+@pytest.mark.parametrize("context", [
+    pytest.param(lambda c: f"'{c}a ", id="apostrophe-c-a"),
+    pytest.param(lambda c: f"a{c}A\n", id="lower-c-upper"),
+])
+@pytest.mark.parametrize("pattern", PATTERN_PARAMS)
+def test_every_code_point_in_context(pattern, context):
+    """Every code point, each in the same small context, in one text."""
+    assert_same_pieces(pattern, "".join(map(context, CODE_POINTS)))
+
+
+HARD_CASES = [
+    "", " ", "\n", "a", "'", "''", "'s", "'S", "'\u017f", "'ll", "'lL", "'l", "'x", "'sa", "x's",
+    "\u0301AB.", "\u0301ab", "A\u0301B.", "AB\u02b0C", "\u02b0\u02b0", "\u01c5a", "ABc", "AbC", "a\u0301b",
+    " \u0301", " \u0301A", "x\u0301\u0301", "\u00a0Hello", "\tword", "\u2028x", "\u3000\u3000a",
+    "a  b", "a \n b", "a\n\n", "a  ", "a \n", "x\r\n\r\n  y", "  \n  ", "\x1c\x1d a", "\x85a", "\x85\x85a",
+    " 12345", "\u0661\u0662\u0663\u0664", "\u00b2\u2160x", " ?!\n\n/x", "?/\n", " /\r\n", "a'LL've", "don't",
+    "I'm fine,  thanks!\n", "\U0001f600\U0001f600 \U0001f44d", "x \U0001f600", "\u00e9t\u00e9's",
+]
+
+
+@pytest.mark.parametrize("pattern", PATTERN_PARAMS)
+@pytest.mark.parametrize("text", HARD_CASES)
+def test_hard_case(pattern, text):
+    assert split(pattern, text) == regex.findall(pattern, text)
+
+
+def test_end_of_text_is_n():
+    r"""\s++$ and \s+(?!\S) see the end of the piece_ends input, nothing beyond it."""
+    assert split(CL100K_PATTERN, "a  ") == ["a", "  "]
+    assert split(CL100K_PATTERN, "a  \n") == ["a", "  \n"]
+    assert split(CL100K_PATTERN, "a  b") == ["a", " ", " b"]
+    assert split(O200K_PATTERN, "a  \n  ") == ["a", "  \n", "  "]
+
+
+# --- Python entry points ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("pattern", PATTERN_PARAMS)
+def test_piece_ends_agree_with_split(pattern):
+    text = "Größe: 12 345 \u00e9t\u00e9's \U0001f600!\n\n"
+    ends = piece_ends(pattern, text.encode())
+    lengths = [len(p.encode()) for p in split(pattern, text)]
+    assert ends == [sum(lengths[:i + 1]) for i in range(len(lengths))]
+    assert piece_ends(pattern_kind(pattern), text.encode()) == ends
+
+
+def test_piece_ends_other_inputs():
+    assert piece_ends(None, b"a b") == [3]
+    assert piece_ends(CL100K_PATTERN, b"") == []
+    assert piece_ends(r"\w+|\W", "é b".encode()) == [2, 3, 4]
+    assert split(None, "a b") == ["a b"]
+    assert split(r"\w+|\W", "é b") == ["é", " ", "b"]
+    with pytest.raises(UnicodeDecodeError):
+        piece_ends(CL100K_PATTERN, b"\xf0\x9f")
+    with pytest.raises(ValueError):
+        piece_ends(1, b"x")
+    with pytest.raises(UnicodeEncodeError):
+        split(CL100K_PATTERN, "\ud800")
+
+
+def test_doctests():
+    assert doctest.testmod(pretokenize).failed == 0
+
+
+# --- generated text --------------------------------------------------------------------------
+
+def _many() -> settings:
+    """Ten times the active profile's examples: one example costs microseconds."""
+    return settings(max_examples=settings().max_examples * 10, deadline=None)
+
+
+@pytest.mark.parametrize("pattern", PATTERN_PARAMS)
+@_many()
+@given(text=st.text())
+def test_hyp_any_text_matches_regex(pattern, text):
+    assert split(pattern, text) == regex.findall(pattern, text)
+
+
+@pytest.mark.parametrize("pattern", PATTERN_PARAMS)
+@_many()
+@given(text=decisive_text)
+@example(text="\u0301\u01c5\u02b0A'S")
+def test_hyp_decisive_text_matches_regex(pattern, text):
+    assert split(pattern, text) == regex.findall(pattern, text)
+
+
+@pytest.mark.parametrize("pattern", PATTERN_PARAMS)
+@_many()
+@given(text=decisive_text)
+def test_hyp_pieces_tile_text(pattern, text):
+    pieces = split(pattern, text)
+    assert "".join(pieces) == text and all(pieces)
