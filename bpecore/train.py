@@ -1,0 +1,498 @@
+"""Train a byte-level BPE vocabulary: ``train(files or texts, vocab_size, pattern, ...) -> Encoding``.
+
+Pipeline (README, "Training"):
+1. Read the input in chunks cut at document boundaries and count pre-tokenized pieces in worker
+   processes (each returns a Counter of piece bytes; they are summed at the end). Files are
+   streamed, so they may be larger than memory; only the piece counts are kept.
+2. Merge pairs in the Cython ``Trainer`` (pair counts, pair -> words index, lazy max-heap) until
+   the vocabulary is full or the best pair is rarer than ``min_frequency``.
+3. Optional SuperBPE stage: after ``superbpe_transition`` merges, pieces of ``SUPERBPE_PATTERN``
+   (words joined by single spaces) are encoded with the stage-1 vocab and training goes on over
+   them, so later tokens may span words.
+
+Chunk cuts: a chunk ends after a newline followed by a letter. No piece of the shipped patterns
+(cl100k, o200k, r50k) or of ``SUPERBPE_PATTERN`` spans such a place, so counts do not depend on
+the chunking or on ``workers``. Special-token strings in the input delimit documents and are not
+counted. A run of more than ``MAX_CARRY`` bytes without a cut point is cut where it stands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import gzip
+import multiprocessing as mp
+import os
+import queue
+import struct
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+import regex
+
+from bpecore.encoding import Encoding
+from bpecore.registry import CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN
+from bpecore.trainer import Trainer
+
+#: Named patterns ``train`` accepts besides a custom regex.
+PATTERNS = {"o200k": O200K_PATTERN, "cl100k": CL100K_PATTERN, "r50k": R50K_PATTERN, "gpt2": R50K_PATTERN}
+
+_CONTRACTION = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+#: SuperBPE stage-2 pre-tokenization: like o200k, but a letter piece goes on over single spaces
+#: into the following words ("by the way" is one piece); digit groups (1-3), punctuation runs,
+#: newlines and other whitespace runs are still pieces of their own. The Encoding returned by a
+#: SuperBPE run encodes with this pattern.
+SUPERBPE_PATTERN = "|".join(
+    [
+        rf"""[^\r\n\p{{L}}\p{{N}}]?[\p{{L}}\p{{M}}]+{_CONTRACTION}(?: [\p{{L}}\p{{M}}]+{_CONTRACTION})*""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+CHUNK_BYTES = 1 << 22  #: target size of one task sent to a worker
+MAX_CARRY = 1 << 26  #: longest text kept waiting for a cut point before it is cut anyway
+_CUT = regex.compile(r"(?r)\n(?=\p{L})")
+
+
+@dataclass
+class TrainingReport:
+    """What ``train`` did; attached to the returned Encoding as ``enc.training``."""
+
+    merges: list[tuple[bytes, bytes]] = field(default_factory=list)  #: in rank order (token 256 + k)
+    stages: list[int] = field(default_factory=list)  #: 1 or 2 (SuperBPE) for each merge
+    pattern: str | None = None  #: stage-1 pattern
+    encode_pattern: str | None = None  #: the pattern of the returned Encoding
+    input_bytes: int = 0
+    unique_pieces: int = 0
+    pretokenize_seconds: float = 0.0
+    merge_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """The first ``end`` (decompressed) bytes of a file; ``train`` reads it like a file path."""
+
+    path: str
+    end: int
+
+
+# ----------------------------------------------------------------------------- reading
+def _open(path: str | os.PathLike):
+    f = open(path, "rb")
+    if f.read(2) == b"\x1f\x8b":
+        f.close()
+        return gzip.open(path, "rb")
+    f.seek(0)
+    return f
+
+
+def input_size(path: str | os.PathLike) -> int:
+    """Decompressed size of a file (for gzip: the ISIZE trailer, exact below 4 GiB)."""
+    with open(path, "rb") as f:
+        if f.read(2) != b"\x1f\x8b":
+            return os.path.getsize(path)
+        f.seek(-4, os.SEEK_END)
+        return struct.unpack("<I", f.read(4))[0]
+
+
+def _cut(text: str) -> int:
+    """Offset of the last cut point in ``text`` (after a newline followed by a letter), or 0."""
+    m = _CUT.search(text)
+    return m.end() if m else 0
+
+
+def _file_chunks(source: str | os.PathLike | FileSlice, block: int = CHUNK_BYTES) -> Iterator[tuple[str, int]]:
+    """(text, bytes read) chunks of a file, each ending at a cut point (or at the end)."""
+    path, end = (source.path, source.end) if isinstance(source, FileSlice) else (source, None)
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    carry = ""
+    remaining = end
+    with _open(path) as f:
+        while True:
+            n = block if remaining is None else min(block, remaining)
+            data = f.read(n) if n > 0 else b""
+            if remaining is not None:
+                remaining -= len(data)
+            final = not data
+            text = carry + decoder.decode(data, final=final)
+            if final:
+                if text:
+                    yield text, len(data)
+                return
+            cut = _cut(text)
+            if cut == 0 and len(text) > MAX_CARRY:
+                cut = len(text)
+            if cut:
+                yield text[:cut], len(data)
+                carry = text[cut:]
+            else:
+                carry = text
+                yield "", len(data)
+
+
+def _tasks(sources: Sequence, texts: Iterable[str] | None) -> Iterator[tuple[list[str], int]]:
+    """Tasks for the workers: (list of documents, input bytes they stand for)."""
+    if texts is None:
+        for source in sources:
+            for text, nbytes in _file_chunks(source):
+                if text:
+                    yield [text], nbytes
+                elif nbytes:
+                    yield [], nbytes
+        return
+    batch: list[str] = []
+    size = 0
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"train() expects file paths or an iterable of str, got {type(text).__name__}")
+        batch.append(text)
+        size += len(text)
+        if size >= CHUNK_BYTES:
+            yield batch, size
+            batch, size = [], 0
+    if batch:
+        yield batch, size
+
+
+# ----------------------------------------------------------------------------- counting
+class _Counter:
+    """Counts the pieces of documents for one or two patterns (used inside each worker)."""
+
+    def __init__(self, patterns: list[str | None], specials: list[str]):
+        self.regexes = [regex.compile(p) if p is not None else None for p in patterns]
+        self.special = regex.compile("|".join(regex.escape(s) for s in sorted(specials, key=len, reverse=True))) if specials else None
+        self.counts = [Counter() for _ in patterns]
+
+    def add(self, docs: list[str]) -> None:
+        for doc in docs:
+            parts = self.special.split(doc) if self.special is not None else (doc,)
+            for part in parts:
+                if not part:
+                    continue
+                for rx, counts in zip(self.regexes, self.counts):
+                    if rx is None:
+                        counts[part] += 1
+                    else:
+                        counts.update(rx.findall(part))
+
+    def result(self) -> list[dict[bytes, int]]:
+        out = []
+        for counts in self.counts:
+            d: dict[bytes, int] = {}
+            for piece, n in counts.items():
+                try:
+                    key = piece.encode("utf-8")
+                except UnicodeEncodeError:  # lone surrogates: replaced by U+FFFD, as Encoding does
+                    key = piece.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+                d[key] = d.get(key, 0) + n
+            out.append(d)
+        return out
+
+
+def _worker(tasks: mp.Queue, results: mp.Queue, patterns: list[str | None], specials: list[str]) -> None:
+    counter = _Counter(patterns, specials)
+    while True:
+        task = tasks.get()
+        if task is None:
+            break
+        counter.add(task[0])
+        results.put(("progress", task[1]))
+    results.put(("done", counter.result()))
+
+
+def _merge_counts(total: list[dict[bytes, int]], part: list[dict[bytes, int]]) -> None:
+    for t, p in zip(total, part):
+        if not t:
+            t.update(p)
+            continue
+        get = t.get
+        for k, v in p.items():
+            t[k] = get(k, 0) + v
+
+
+def count_pieces(
+    sources: Sequence,
+    texts: Iterable[str] | None,
+    patterns: list[str | None],
+    specials: list[str],
+    workers: int,
+    progress=None,
+) -> tuple[list[dict[bytes, int]], int]:
+    """Piece counts for each pattern and the number of input bytes read."""
+    total_bytes = 0
+    if workers <= 1:
+        counter = _Counter(patterns, specials)
+        for docs, nbytes in _tasks(sources, texts):
+            counter.add(docs)
+            total_bytes += nbytes
+            if progress:
+                progress(total_bytes)
+        return counter.result(), total_bytes
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    tasks: mp.Queue = ctx.Queue(maxsize=2 * workers)
+    results: mp.Queue = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(tasks, results, patterns, specials), daemon=True) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    totals: list[dict[bytes, int]] = [{} for _ in patterns]
+    finished = 0
+
+    def drain(block: bool) -> None:
+        nonlocal total_bytes, finished
+        while True:
+            try:
+                kind, payload = results.get(block=block, timeout=None if block else 0)
+            except queue.Empty:
+                return
+            if kind == "progress":
+                total_bytes += payload
+                if progress:
+                    progress(total_bytes)
+            else:
+                _merge_counts(totals, payload)
+                finished += 1
+            if block:
+                return
+
+    try:
+        for task in _tasks(sources, texts):
+            while True:
+                try:
+                    tasks.put(task, timeout=0.05)
+                    break
+                except queue.Full:  # show progress while waiting
+                    drain(False)
+            drain(False)
+        for _ in procs:
+            tasks.put(None)
+        while finished < workers:
+            drain(True)
+            if finished < workers and not any(p.is_alive() for p in procs) and results.empty():
+                raise RuntimeError("a pre-tokenization worker died")
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+    return totals, total_bytes
+
+
+# ----------------------------------------------------------------------------- progress
+class _Progress:
+    """One-line progress on stderr: ``label: done/total unit  rate``."""
+
+    def __init__(self, label: str, total: float | None, unit: str, scale: float = 1.0, stream=sys.stderr):
+        self.label, self.total, self.unit, self.scale, self.stream = label, total, unit, scale, stream
+        self.start = time.perf_counter()
+        self.last = 0.0
+
+    def __call__(self, done: float, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self.last < 0.2:
+            return
+        self.last = now
+        rate = done / max(now - self.start, 1e-9) / self.scale
+        shown = done / self.scale
+        total = f"/{self.total / self.scale:.1f}" if self.total else ""
+        pct = f" {100 * done / self.total:5.1f}%" if self.total else ""
+        self.stream.write(f"\r{self.label}: {shown:.1f}{total} {self.unit}{pct}  {rate:.1f} {self.unit}/s   ")
+        self.stream.flush()
+
+    def close(self, done: float) -> None:
+        self(done, force=True)
+        self.stream.write("\n")
+
+
+# ----------------------------------------------------------------------------- train
+def _is_path(x) -> bool:
+    return isinstance(x, (os.PathLike, FileSlice)) or (isinstance(x, str) and os.path.isfile(x))
+
+
+def _resolve_pattern(pattern: str | None) -> str | None:
+    if pattern is None:
+        return None
+    return PATTERNS.get(pattern, pattern)
+
+
+def train(
+    files: str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str],
+    vocab_size: int = 32000,
+    pattern: str | None = "o200k",
+    special_tokens: dict[str, int] | Sequence[str] | None = None,
+    min_frequency: int = 2,
+    workers: int | None = None,
+    superbpe_transition: int | None = None,
+    name: str = "trained",
+    progress: bool = False,
+) -> Encoding:
+    """Train a byte-level BPE vocabulary and return it as an ``Encoding``.
+
+    Args:
+        files: a file path, a list of file paths (plain or gzip UTF-8), or an iterable of ``str``
+            documents. A ``str`` is a path when such a file exists; a list is of paths when every
+            item is one.
+        vocab_size: total number of ids: 256 byte tokens + merges + special tokens.
+        pattern: ``"o200k"``, ``"cl100k"``, ``"r50k"`` or a regex (``regex`` module syntax);
+            ``None`` makes each document one piece.
+        special_tokens: ``{string: id}``, or a list of strings given the ids after the BPE ids.
+            Their strings in the input delimit documents and are not trained on.
+        min_frequency: stop when the most frequent pair occurs fewer times.
+        workers: pre-tokenization processes (default: CPU count; 1 = in this process).
+        superbpe_transition: if set, the number of merges made over ``pattern`` pieces before
+            training goes on over ``SUPERBPE_PATTERN`` pieces (SuperBPE); the returned Encoding
+            then encodes with ``SUPERBPE_PATTERN``.
+        name: the Encoding's name.
+        progress: draw progress bars on stderr.
+
+    Returns:
+        an Encoding whose token ``256 + k`` is merge ``k``; ``enc.training`` is a TrainingReport.
+
+    >>> enc = train(["low lower lowest"] * 3, vocab_size=260, min_frequency=2, workers=1)
+    >>> [enc.decode([t]) for t in range(256, enc.n_vocab)]
+    ['lo', 'low', ' low', ' lowe']
+    """
+    pattern = _resolve_pattern(pattern)
+    if isinstance(files, (str, os.PathLike, FileSlice)):
+        if not _is_path(files):
+            raise FileNotFoundError(f"no such file: {files}")
+        sources, texts = [files], None
+    elif isinstance(files, (list, tuple)) and files and all(_is_path(f) for f in files):
+        sources, texts = list(files), None
+    else:
+        sources, texts = [], files
+    if special_tokens is None:
+        special_tokens = {}
+    specials = list(special_tokens)
+    n_merges = vocab_size - 256 - len(specials)
+    if n_merges < 0:
+        raise ValueError(f"vocab_size={vocab_size} leaves no room for the 256 byte tokens and {len(specials)} specials")
+    if superbpe_transition is not None and superbpe_transition < 0:
+        raise ValueError("superbpe_transition must be >= 0")
+    if workers is None:
+        workers = os.cpu_count() or 1
+    report = TrainingReport(pattern=pattern, encode_pattern=pattern)
+
+    patterns = [pattern] if superbpe_transition is None else [pattern, SUPERBPE_PATTERN]
+    t0 = time.perf_counter()
+    total = sum(input_size(s.path if isinstance(s, FileSlice) else s) for s in sources) if sources else None
+    if isinstance(total, int) and any(isinstance(s, FileSlice) for s in sources):
+        total -= sum(input_size(s.path) - s.end for s in sources if isinstance(s, FileSlice))
+    bar = _Progress("pre-tokenize", total, "MB", 1e6) if progress else None
+    counts, report.input_bytes = count_pieces(sources, texts, patterns, specials, workers, bar)
+    if bar:
+        bar.close(report.input_bytes)
+    report.unique_pieces = len(counts[0])
+    t1 = time.perf_counter()
+    report.pretokenize_seconds = t1 - t0
+
+    first = n_merges if superbpe_transition is None else min(n_merges, superbpe_transition)
+    bar = _Progress("merges", n_merges, "k", 1e3) if progress else None
+    trainer = Trainer([bytes([b]) for b in range(256)], min_frequency)
+    trainer.add_pieces(counts[0])
+    del counts[0]
+    merges = trainer.train(first, progress=bar)
+    tokens = trainer.token_bytes()
+    report.stages = [1] * len(merges)
+    if superbpe_transition is not None and len(merges) == first and n_merges > first:
+        stage1 = Encoding(f"{name}-stage1", {t: i for i, t in enumerate(tokens)}, None, {})
+        words = [(stage1._core.encode(piece.decode("utf-8")), n) for piece, n in sorted(counts[0].items())]
+        del counts[0]
+        trainer = Trainer(tokens, min_frequency)
+        trainer.add_token_words(words)
+        del words
+        more = trainer.train(n_merges - first, progress=(lambda k: bar(first + k)) if bar else None)
+        merges += more
+        report.stages += [2] * len(more)
+        tokens = trainer.token_bytes()
+        report.encode_pattern = SUPERBPE_PATTERN
+    if bar:
+        bar.close(len(merges))
+    report.merge_seconds = time.perf_counter() - t1
+    report.merges = [(tokens[a], tokens[b]) for a, b in merges]
+
+    ranks = {t: i for i, t in enumerate(tokens)}
+    if isinstance(special_tokens, dict):
+        special_ids = dict(special_tokens)
+    else:
+        special_ids = {s: len(ranks) + i for i, s in enumerate(specials)}
+    enc = Encoding(name, ranks, report.encode_pattern, special_ids)
+    enc.training = report
+    return enc
+
+
+# ----------------------------------------------------------------------------- CLI
+def _holdout_split(paths: list[str], holdout_bytes: int) -> tuple[list, str]:
+    """Train on all but the last ``holdout_bytes`` of the last file; return (sources, held-out text)."""
+    if holdout_bytes <= 0 or not paths:
+        return list(paths), ""
+    last = paths[-1]
+    size = input_size(last)
+    take = min(holdout_bytes, size // 10)
+    if take <= 0:
+        return list(paths), ""
+    with _open(last) as f:
+        skip = size - take
+        while skip > 0:
+            skip -= len(f.read(min(skip, CHUNK_BYTES)) or b"\0" * skip)
+        held = f.read().decode("utf-8", "replace")
+    return list(paths[:-1]) + [FileSlice(str(last), size - take)], held
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``bpecore train FILES... --vocab-size N --pattern o200k -o OUT/``: train, save, summarise."""
+    from bpecore import export
+
+    ap = argparse.ArgumentParser(prog="bpecore train", description="Train a byte-level BPE vocabulary.")
+    ap.add_argument("files", nargs="+", help="training text files (UTF-8, plain or .gz)")
+    ap.add_argument("--vocab-size", type=int, default=32000, help="ids in total: 256 bytes + merges + specials")
+    ap.add_argument("--pattern", default="o200k", help="o200k, cl100k, r50k or a regex")
+    ap.add_argument("--special", action="append", default=None, help="special token (repeatable; default <|endoftext|>)")
+    ap.add_argument("--min-frequency", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=None, help="pre-tokenization processes (default: CPU count)")
+    ap.add_argument("--superbpe", type=int, default=None, metavar="T", help="SuperBPE: merges before the superword stage")
+    ap.add_argument("--name", default=None, help="encoding name (default: output directory name)")
+    ap.add_argument("--holdout-bytes", type=int, default=1 << 20, help="tail of the last file held out to measure compression (<= 10%%)")
+    ap.add_argument("-o", "--output", required=True, help="output directory (NAME.tiktoken, NAME.json, tokenizer.json)")
+    ap.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = ap.parse_args(argv)
+
+    name = args.name or os.path.basename(os.path.normpath(args.output)) or "trained"
+    specials = args.special if args.special is not None else ["<|endoftext|>"]
+    sources, held = _holdout_split(args.files, args.holdout_bytes)
+    start = time.perf_counter()
+    enc = train(
+        sources,
+        vocab_size=args.vocab_size,
+        pattern=args.pattern,
+        special_tokens=specials,
+        min_frequency=args.min_frequency,
+        workers=args.workers,
+        superbpe_transition=args.superbpe,
+        name=name,
+        progress=not args.quiet,
+    )
+    elapsed = time.perf_counter() - start
+    os.makedirs(args.output, exist_ok=True)
+    rank_path = export.save_tiktoken(enc, os.path.join(args.output, f"{name}.tiktoken"))
+    hf_path = export.save_hf(enc, os.path.join(args.output, "tokenizer.json"))
+    r = enc.training
+    print(f"trained {name}: {len(r.merges)} merges, {enc.n_vocab} ids, pattern {'superbpe' if r.stages and r.stages[-1] == 2 else args.pattern}")
+    print(f"  input {r.input_bytes / 1e6:.1f} MB, {r.unique_pieces} unique pieces")
+    print(f"  time {elapsed:.2f} s (pre-tokenize {r.pretokenize_seconds:.2f} s, merges {r.merge_seconds:.2f} s, "
+          f"{len(r.merges) / max(r.merge_seconds, 1e-9):.0f} merges/s)")
+    if held:
+        n = enc.count(held)
+        print(f"  held-out {len(held.encode('utf-8')) / 1e3:.0f} KB: {n} tokens, {len(held.encode('utf-8')) / max(n, 1):.3f} bytes/token")
+    print(f"  wrote {rank_path} (+ {os.path.basename(export.sidecar_path(rank_path))}) and {hf_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
