@@ -204,8 +204,12 @@ class ChunkRequest(Request):
     overlap: int = Field(
         default=0, ge=0, description="Tokens of the previous chunk's end each chunk starts with (at most)."
     )
-    trim: bool = Field(default=False, description="Trim whitespace at chunk edges (offsets stay true).")
-    markdown: bool = Field(default=True, description="Prefer cuts before Markdown headings.")
+    trim: bool = Field(
+        default=True,
+        description="Strip whitespace at chunk edges (offsets stay true). False: without overlap the chunks "
+        "tile the text exactly.",
+    )
+    markdown: bool = Field(default=False, description="Treat Markdown headings as the best boundaries.")
 
     @model_validator(mode="after")
     def _one_of(self) -> ChunkRequest:
