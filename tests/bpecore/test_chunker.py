@@ -1,0 +1,310 @@
+"""chunk(): the exact-limit guarantee, tiling, overlap bound and boundary preference."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import bpecore
+from bpecore.chunker import Chunk, chunk, chunk_batch
+
+from ..conftest import ADVERSARIAL_CHARS, CORPORA
+
+LIMITS = [1, 4, 16, 128, 512, 2048, 8192]
+
+
+def check_chunks(enc, text: str, chunks: list[Chunk], max_tokens: int, *, trim: bool = True, overlap: int = 0):
+    """Assert the contract of DESIGN.md "Chunking" on one result."""
+    for c in chunks:
+        assert text[c.start : c.end] == c.text
+        assert c.text, "empty chunk"
+        assert c.tokens == enc.count(c.text) <= max_tokens, (c, enc.count(c.text))
+        if trim:
+            assert c.text == c.text.strip(), c
+    for a, b in zip(chunks, chunks[1:]):
+        assert a.start < b.start and a.end < b.end
+    if overlap == 0:
+        edges = [0] + [x for c in chunks for x in (c.start, c.end)] + [len(text)]
+        gaps = [text[edges[i] : edges[i + 1]] for i in range(0, len(edges), 2)]
+        if trim:
+            assert all(g.strip() == "" for g in gaps), "non-whitespace text between chunks"
+        else:
+            assert all(g == "" for g in gaps), "chunks do not tile the text"
+    else:
+        for a, b in zip(chunks, chunks[1:]):
+            if b.start < a.end:
+                assert enc.count(text[b.start : a.end]) <= overlap
+            else:
+                assert text[a.end : b.start].strip() == ""
+        if chunks:
+            assert text[: chunks[0].start].strip() == "" and text[chunks[-1].end :].strip() == ""
+        else:
+            assert text.strip() == ""
+
+
+def chunk_or_unfittable(enc, text: str, max_tokens: int, **kw) -> list[Chunk] | None:
+    """chunk(), allowing ValueError only when one character needs more than max_tokens tokens."""
+    try:
+        return chunk(text, enc, max_tokens, **kw)
+    except ValueError:
+        assert max_tokens < 4 and max(enc.count(ch) for ch in text) > max_tokens
+        return None
+
+
+@pytest.fixture(scope="module")
+def cl100k():
+    return bpecore.get_encoding("cl100k_base")
+
+
+# ------------------------------------------------------------------------------ the Chunk type
+def test_chunk_is_frozen_dataclass_with_slots():
+    c = Chunk(0, 2, "hi", 1)
+    assert dataclasses.is_dataclass(c) and not hasattr(c, "__dict__")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.start = 1  # type: ignore[misc]
+
+
+def test_empty_and_blank(cl100k):
+    assert chunk("", cl100k, 10) == []
+    assert chunk(" \n\t ", cl100k, 10) == []
+    blank = chunk(" \n\t ", cl100k, 10, trim=False)
+    assert [(c.start, c.end) for c in blank] == [(0, 4)]
+
+
+@pytest.mark.parametrize("kw", [dict(max_tokens=0), dict(max_tokens=5, overlap=5), dict(max_tokens=5, overlap=-1)])
+def test_bad_arguments(cl100k, kw):
+    with pytest.raises(ValueError):
+        chunk("some text", cl100k, **kw)
+
+
+def test_encoding_by_name(encoding_name):
+    enc = bpecore.get_encoding(encoding_name)
+    text = "Hello world. " * 50
+    assert chunk(text, encoding_name, 16) == chunk(text, enc, 16)
+
+
+def test_unfittable_character_raises(cl100k):
+    ch = "\U0001f9ec"  # several tokens on its own
+    assert cl100k.count(ch) > 1
+    with pytest.raises(ValueError, match="cannot hold"):
+        chunk("ab " + ch, cl100k, 1)
+
+
+# ------------------------------------------------------------------------------ corpora
+@pytest.mark.parametrize("name", CORPORA)
+@pytest.mark.parametrize("max_tokens", [16, 512, 8192])
+def test_corpus_slices(corpus, encoding_name, name, max_tokens):
+    enc = bpecore.get_encoding(encoding_name)
+    text = corpus(name)[200_000:260_000]
+    for trim in (True, False):
+        chunks = chunk(text, enc, max_tokens, trim=trim)
+        check_chunks(enc, text, chunks, max_tokens, trim=trim)
+
+
+@pytest.mark.parametrize("name", CORPORA)
+def test_corpus_slices_tiny_limits(corpus, cl100k, name):
+    text = corpus(name)[:6_000]
+    for max_tokens in (1, 2, 3, 4, 7):
+        chunks = chunk_or_unfittable(cl100k, text, max_tokens)
+        if chunks is not None:
+            check_chunks(cl100k, text, chunks, max_tokens)
+
+
+@pytest.mark.parametrize("name", CORPORA)
+@pytest.mark.parametrize("max_tokens,overlap", [(64, 16), (512, 100)])
+def test_corpus_overlap(corpus, cl100k, name, max_tokens, overlap):
+    text = corpus(name)[300_000:340_000]
+    chunks = chunk(text, cl100k, max_tokens, overlap=overlap)
+    check_chunks(cl100k, text, chunks, max_tokens, overlap=overlap)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CORPORA)
+@pytest.mark.parametrize("max_tokens", [1, 128, 512, 8192])
+def test_whole_corpora(corpus, encoding_name, name, max_tokens):
+    enc = bpecore.get_encoding(encoding_name)
+    text = corpus(name)
+    chunks = chunk_or_unfittable(enc, text, max_tokens)
+    if chunks is not None:
+        check_chunks(enc, text, chunks, max_tokens)
+    chunks = chunk(text, enc, max(max_tokens, 8), overlap=max(max_tokens, 8) // 4)
+    check_chunks(enc, text, chunks, max(max_tokens, 8), overlap=max(max_tokens, 8) // 4)
+
+
+# ------------------------------------------------------------------------------ hard inputs
+@pytest.mark.parametrize("max_tokens", [4, 100, 8192])
+def test_one_long_word(cl100k, max_tokens):
+    rng = random.Random(1)
+    text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(100_000))
+    check_chunks(cl100k, text, chunk(text, cl100k, max_tokens), max_tokens)
+
+
+@pytest.mark.slow
+def test_one_megabyte_word(cl100k):
+    text = "x" * 300_000 + "".join(random.Random(2).choice("qwertyuiop") for _ in range(700_000))
+    for max_tokens in (8, 512, 8192):
+        check_chunks(cl100k, text, chunk(text, cl100k, max_tokens), max_tokens)
+
+
+def test_minified_json_cuts_at_punctuation(cl100k):
+    rng = random.Random(3)
+    data = [{"id": i, "name": f"item{i}", "tags": [rng.choice("abc") for _ in range(3)], "v": rng.random()} for i in range(800)]
+    text = json.dumps(data, separators=(",", ":"))
+    chunks = chunk(text, cl100k, 64)
+    check_chunks(cl100k, text, chunks, 64)
+    ends = [text[c.end - 1] for c in chunks[:-1]]
+    assert sum(e in ",:]}" for e in ends) >= 0.9 * len(ends)
+
+
+@pytest.mark.parametrize("max_tokens", [1, 5, 64])
+def test_cjk_without_spaces(cl100k, max_tokens):
+    text = "日本語の文章にはスペースがありません。" * 40 + "中文句子也没有空格" * 40
+    chunks = chunk_or_unfittable(cl100k, text, max_tokens)
+    if chunks is not None:
+        check_chunks(cl100k, text, chunks, max_tokens)
+
+
+def test_cjk_sentence_ends(cl100k):
+    sentence = "今日はとても良い天気ですね。"
+    n = cl100k.count(sentence)
+    text = sentence * 30
+    chunks = chunk(text, cl100k, 3 * n + 2)
+    check_chunks(cl100k, text, chunks, 3 * n + 2)
+    assert all(c.text.endswith("。") for c in chunks)
+
+
+def test_emoji_and_combining_marks_stay_whole(cl100k):
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    text = ("e\u0301" * 7 + family + "\U0001f1eb\U0001f1f7") * 60
+    assert cl100k.count(family) == 13
+    for max_tokens in (14, 40):
+        chunks = chunk(text, cl100k, max_tokens)
+        check_chunks(cl100k, text, chunks, max_tokens)
+        for c in chunks[:-1]:
+            assert text[c.end] != "\u0301" and text[c.end - 1] != "\u200d" and text[c.end] != "\u200d"
+
+
+def test_repeated_char_chunks_are_maximal(cl100k):
+    text = "a" * 20_000
+    chunks = chunk(text, cl100k, 50)
+    check_chunks(cl100k, text, chunks, 50)
+    for c in chunks[:-1]:
+        assert cl100k.count(text[c.start : c.end + 1]) > 50
+
+
+# ------------------------------------------------------------------------------ boundary preference
+def paragraphs(rng: random.Random, n: int) -> list[str]:
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
+
+    def sentence():
+        return " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + "."
+
+    return [" ".join(sentence() for _ in range(rng.randint(1, 4))) for _ in range(n)]
+
+
+def test_paragraphs_that_fit_end_chunks(cl100k):
+    paras = paragraphs(random.Random(4), 60)
+    text = "\n\n".join(paras)
+    max_tokens = 3 * max(cl100k.count(p) for p in paras)
+    chunks = chunk(text, cl100k, max_tokens)
+    check_chunks(cl100k, text, chunks, max_tokens)
+    for c, nxt in zip(chunks, chunks[1:]):
+        assert text[c.end : nxt.start] == "\n\n"
+        # Maximal: the next paragraph would not have fitted.
+        nxt_para_end = text.find("\n\n", nxt.start)
+        nxt_para_end = len(text) if nxt_para_end < 0 else nxt_para_end
+        assert cl100k.count(text[c.start : nxt_para_end]) > max_tokens
+
+
+def test_sentences_before_words(cl100k):
+    text = " ".join(paragraphs(random.Random(5), 40))
+    chunks = chunk(text, cl100k, 40)
+    check_chunks(cl100k, text, chunks, 40)
+    assert all(c.text.endswith(".") for c in chunks)
+
+
+def test_lines_before_sentences(cl100k):
+    text = "\n".join(f"line {i} has. Two sentences here" for i in range(300))
+    chunks = chunk(text, cl100k, 30)
+    check_chunks(cl100k, text, chunks, 30)
+    assert all(c.end == len(text) or text[c.end] == "\n" for c in chunks)
+
+
+def test_abbreviations_are_not_sentence_ends(cl100k):
+    text = "Dr. Smith met Mr. Jones, e.g. at noon. They spoke. " * 10
+    chunks = chunk(text, cl100k, 12)
+    check_chunks(cl100k, text, chunks, 12)
+    assert not any(c.text.endswith(("Dr.", "Mr.", "e.g.")) for c in chunks)
+
+
+def test_markdown_sections(cl100k):
+    rng = random.Random(6)
+    sections = []
+    for i in range(20):
+        body = "\n\n".join(paragraphs(rng, 3))
+        sections.append(f"## Section {i}\n\n{body}\n")
+    text = "# Title\n\nIntro.\n\n" + "\n".join(sections) + "\n```\n# not a heading\n```\n"
+    biggest = max(cl100k.count(s) for s in sections)
+    chunks = chunk(text, cl100k, biggest + 10, markdown=True)
+    check_chunks(cl100k, text, chunks, biggest + 10)
+    starts = [c.text.split("\n", 1)[0] for c in chunks[1:]]
+    assert all(s.startswith("## Section") for s in starts), starts
+    plain = chunk(text, cl100k, biggest + 10)
+    check_chunks(cl100k, text, plain, biggest + 10)
+
+
+def test_overlap_starts_at_words(cl100k):
+    text = " ".join(paragraphs(random.Random(7), 50))
+    chunks = chunk(text, cl100k, 60, overlap=15)
+    check_chunks(cl100k, text, chunks, 60, overlap=15)
+    assert len(chunks) > 5
+    for a, b in zip(chunks, chunks[1:]):
+        assert b.start < a.end, "no overlap although words fit"
+        assert text[b.start - 1] == " "
+
+
+def test_chunk_batch_matches_chunk(cl100k, corpus):
+    texts = [corpus(n)[:20_000] for n in ("english", "code", "multilingual")] + ["", "short text"]
+    assert chunk_batch(texts, cl100k, 100, num_threads=3) == [chunk(t, cl100k, 100) for t in texts]
+
+
+# ------------------------------------------------------------------------------ hypothesis
+def runs(chars: list[str]) -> st.SearchStrategy[str]:
+    return st.lists(st.tuples(st.sampled_from(chars), st.integers(1, 300)), max_size=8).map(
+        lambda parts: "".join(c * k for c, k in parts)
+    )
+
+
+EMOJI = ["\U0001f600", "\U0001f468\u200d\U0001f469\u200d\U0001f467", "\U0001f1eb\U0001f1f7", "\u2764\ufe0f", "\U0001f44d\U0001f3fd"]
+TEXTS = st.one_of(
+    st.text(max_size=400),
+    runs(ADVERSARIAL_CHARS),
+    st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF), max_size=300),
+    st.lists(st.sampled_from(EMOJI + [" ", "a", "\n"]), max_size=150).map("".join),
+    st.lists(st.sampled_from(["word", " ", ". ", "\n", "\n\n", "。", "# h\n", "e\u0301", "{\"k\":1},"]), max_size=200).map("".join),
+)
+
+
+@given(text=TEXTS, max_tokens=st.sampled_from(LIMITS), trim=st.booleans())
+def test_hyp_chunk_contract(cl100k, text, max_tokens, trim):
+    chunks = chunk_or_unfittable(cl100k, text, max_tokens, trim=trim)
+    if chunks is not None:
+        check_chunks(cl100k, text, chunks, max_tokens, trim=trim)
+
+
+@given(text=TEXTS, max_tokens=st.sampled_from([4, 16, 128]), data=st.data())
+def test_hyp_overlap_bound(cl100k, text, max_tokens, data):
+    overlap = data.draw(st.integers(0, max_tokens - 1))
+    chunks = chunk(text, cl100k, max_tokens, overlap=overlap)
+    check_chunks(cl100k, text, chunks, max_tokens, overlap=overlap)
+
+
+@given(text=TEXTS, max_tokens=st.sampled_from([4, 64]))
+def test_hyp_o200k(text, max_tokens):
+    enc = bpecore.get_encoding("o200k_base")
+    check_chunks(enc, text, chunk(text, enc, max_tokens, markdown=True), max_tokens)
