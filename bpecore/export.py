@@ -27,7 +27,7 @@ _POSSESSIVE_COUNT = re.compile(r"(\\[pP]\{[^}]*\}|\\[pP]\w|\[(?:\\.|[^\]\\])*\]|
 
 
 def hf_regex(pattern: str) -> str:
-    """``pattern`` spelled so Oniguruma (Hugging Face) splits like the ``regex`` module.
+    r"""``pattern`` spelled so Oniguruma (Hugging Face) splits like the ``regex`` module.
 
     Oniguruma reads ``X{n,m}+`` as "``X{n,m}``, one or more times" rather than possessive (so
     cl100k's ``\p{N}{1,3}+`` would take any run of digits); the atomic group ``(?>X{n,m})`` means

@@ -27,13 +27,43 @@ other jobs; see benches/bench_train.py):
 - Merge loop runs without the GIL, in blocks between progress callbacks.
 """
 
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.ref cimport PyObject
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 from libc.string cimport memcmp
 from libcpp.string cimport string
 from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
+from bpecore.pretokenize cimport next_piece_end
 from bpecore.vocab cimport hash_u64
+
+
+def count_pieces(int kind, const uint8_t[::1] utf8, dict counts):
+    """Add the pieces of the valid UTF-8 ``utf8`` to ``counts`` (bytes -> int), for a scanner kind.
+
+    ``kind`` is a pretokenize PatternKind with a hand-written scanner (cl100k, o200k, r50k).
+    """
+    cdef Py_ssize_t n = utf8.shape[0], pos = 0, start
+    cdef vector[Py_ssize_t] ends
+    cdef PyObject* old
+    cdef Py_ssize_t i
+    if n == 0:
+        return
+    with nogil:
+        while pos < n:
+            pos = next_piece_end(kind, &utf8[0], n, pos)
+            ends.push_back(pos)
+    start = 0
+    for i in range(<Py_ssize_t>ends.size()):
+        piece = PyBytes_FromStringAndSize(<const char*>&utf8[start], ends[i] - start)
+        old = PyDict_GetItem(counts, piece)
+        if old == NULL:
+            PyDict_SetItem(counts, piece, 1)
+        else:
+            PyDict_SetItem(counts, piece, <object>old + 1)
+        start = ends[i]
 
 
 cdef int STEP_MERGED = 0
