@@ -219,4 +219,6 @@ def run(host: str | None = None, port: int | None = None, workers: int | None = 
     )
 
 
+# JSON logs from the first uvicorn line on, when uvicorn imports this module (`uvicorn service.main:app`).
+configure_logging(get_settings().log_level)
 app = create_app()
