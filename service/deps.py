@@ -6,7 +6,8 @@ import time
 from contextlib import contextmanager
 from typing import Annotated, Iterator
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Response
+from pydantic import BaseModel
 
 from bpecore import Encoding
 from service.config import Settings
@@ -52,7 +53,8 @@ class Context:
         info["tokens"] = info.get("tokens", 0) + rec["tokens"]
 
 
-def get_context(request: Request) -> Context:
+async def get_context(request: Request) -> Context:
+    """Async on purpose: a sync dependency would cost a threadpool hop per request."""
     state = request.app.state
     # Draining servers still answer: requests that arrive before the balancer notices are served.
     if not state.loaded:
@@ -63,6 +65,12 @@ def get_context(request: Request) -> Context:
 
 
 Ctx = Annotated[Context, Depends(get_context)]
+
+
+def reply(model: BaseModel) -> Response:
+    """Serialize ``model`` here, in the endpoint's thread: returning a Response skips FastAPI's own
+    response-model pass (another threadpool hop and a second validation of a model we just built)."""
+    return Response(model.__pydantic_serializer__.to_json(model), media_type="application/json")
 
 
 def utf8_len(text: str) -> int:

@@ -58,11 +58,31 @@ class Metrics:
         self.encodings_loaded = Gauge("bpesvc_encodings_loaded", "Encodings loaded.", registry=r)
         self.load_seconds = Gauge("bpesvc_load_seconds", "Seconds the start-up vocab load took.", registry=r)
 
+        # labelled children, cached: ``labels()`` costs more than the increment
+        self._op_children: dict[tuple[str, str], tuple] = {}
+        self._request_children: dict[tuple[str, str, int], tuple] = {}
+
     def observe_op(self, op: str, encoding: str, nbytes: int, tokens: int, seconds: float) -> None:
-        self.tokens.labels(encoding, op).inc(tokens)
-        self.bytes.labels(encoding, op).inc(nbytes)
-        self.request_bytes.labels(op).observe(nbytes)
-        self.op_seconds.labels(op).observe(seconds)
+        children = self._op_children.get((op, encoding))
+        if children is None:
+            children = self._op_children[(op, encoding)] = (
+                self.tokens.labels(encoding, op), self.bytes.labels(encoding, op),
+                self.request_bytes.labels(op), self.op_seconds.labels(op),
+            )
+        tokens_c, bytes_c, size_h, seconds_h = children
+        tokens_c.inc(tokens)
+        bytes_c.inc(nbytes)
+        size_h.observe(nbytes)
+        seconds_h.observe(seconds)
+
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        children = self._request_children.get((route, method, status))
+        if children is None:
+            children = self._request_children[(route, method, status)] = (
+                self.requests.labels(route, method, str(status)), self.request_seconds.labels(route, method),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -39,7 +39,8 @@ class ServiceMiddleware:
         self.metrics = metrics
         self.inflight = 0
 
-    async def _send_error(self, send, status: int, type: str, message: str, rid: str) -> None:
+    async def _send_error(self, send, status: int, type: str, message: str, rid: str, info: dict) -> None:
+        info["error_type"] = type
         body = json.dumps(error_body(status, type, message)).encode()
         await send(
             {
@@ -84,7 +85,7 @@ class ServiceMiddleware:
         self.metrics.inflight.inc()
         try:
             if over_inflight:
-                await self._send_error(send_wrapper, 429, "too_many_requests", "server busy; retry later", rid)
+                await self._send_error(send_wrapper, 429, "too_many_requests", "server busy; retry later", rid, info)
                 return
             app_receive = receive
             if method in _BODY_METHODS:
@@ -99,7 +100,7 @@ class ServiceMiddleware:
                 if declared is not None and declared > limit:
                     await self._send_error(
                         send_wrapper, 413, "payload_too_large",
-                        f"request body of {declared} bytes exceeds the limit of {limit} bytes", rid,
+                        f"request body of {declared} bytes exceeds the limit of {limit} bytes", rid, info,
                     )
                     return
                 chunks = []
@@ -113,7 +114,7 @@ class ServiceMiddleware:
                     if bytes_in > limit:
                         await self._send_error(
                             send_wrapper, 413, "payload_too_large",
-                            f"request body exceeds the limit of {limit} bytes", rid,
+                            f"request body exceeds the limit of {limit} bytes", rid, info,
                         )
                         return
                     chunks.append(chunk)
@@ -137,8 +138,7 @@ class ServiceMiddleware:
             route = scope.get("route")
             template = getattr(route, "path", None) or "<unmatched>"
             if counted:
-                self.metrics.requests.labels(template, method, str(status)).inc()
-                self.metrics.request_seconds.labels(template, method).observe(elapsed)
+                self.metrics.observe_request(template, method, status, elapsed)
             if status >= 400:
                 self.metrics.errors.labels(info.get("error_type", str(status))).inc()
             fields = {
@@ -154,5 +154,5 @@ class ServiceMiddleware:
             for key in ("encoding", "op", "bytes", "tokens", "error_type"):
                 if key in info:
                     fields[key] = info[key]
-            if counted or status >= 400:
+            if (counted or status >= 400) and log.isEnabledFor(logging.INFO):
                 log.info("request", extra={"fields": fields})

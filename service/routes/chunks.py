@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from bpecore.chunker import chunk as chunk_text
-from service.deps import Ctx, utf8_len
+from service.deps import Ctx, reply, utf8_len
 from service.errors import APIError
 from service.schemas import COMMON_ERRORS, ChunkOut, ChunkRequest, ChunkResponse
 
@@ -13,7 +13,7 @@ router = APIRouter(prefix="/v1", tags=["chunks"], responses=COMMON_ERRORS)
 
 
 @router.post("/chunk", response_model=ChunkResponse, summary="Chunk text")
-def chunk(body: ChunkRequest, ctx: Ctx) -> ChunkResponse:
+def chunk(body: ChunkRequest, ctx: Ctx) -> Response:
     """Token-exact chunks (every chunk's count <= max_tokens), cut at the best boundary available."""
     enc = ctx.encoding(body.encoding)
     ctx.check_max("max_tokens", body.max_tokens, ctx.settings.max_tokens)
@@ -30,5 +30,5 @@ def chunk(body: ChunkRequest, ctx: Ctx) -> ChunkResponse:
         results.append([ChunkOut(text=c.text, start=c.start, end=c.end, tokens=c.tokens) for c in chunks])
     n = sum(len(r) for r in results)
     if body.texts is None:
-        return ChunkResponse(encoding=enc.name, count=n, chunks=results[0])
-    return ChunkResponse(encoding=enc.name, count=n, results=results)
+        return reply(ChunkResponse(encoding=enc.name, count=n, chunks=results[0]))
+    return reply(ChunkResponse(encoding=enc.name, count=n, results=results))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.deps import Ctx, utf8_len
+from service.deps import Ctx, reply, utf8_len
 from service.offsets import token_byte_offsets
 from service.schemas import (
     COMMON_ERRORS,
@@ -34,14 +34,14 @@ from service.errors import APIError
 router = APIRouter(tags=["compatibility"], responses=COMMON_ERRORS)
 
 
-def _vllm_tokenize(body: VllmTokenizeRequest, ctx: Ctx) -> VllmTokenizeResponse:
+def _vllm_tokenize(body: VllmTokenizeRequest, ctx: Ctx) -> Response:
     enc = ctx.encoding(body.model)
     with ctx.op("encode", enc, utf8_len(body.prompt)) as rec:
         tokens = enc.encode(body.prompt, allowed_special="all")
         rec["tokens"] = len(tokens)
     strs = [enc.decode_bytes([t]).decode("utf-8", "replace") for t in tokens] if body.return_token_strs else None
-    return VllmTokenizeResponse(
-        count=len(tokens), max_model_len=ctx.settings.max_tokens, tokens=tokens, token_strs=strs
+    return reply(
+        VllmTokenizeResponse(count=len(tokens), max_model_len=ctx.settings.max_tokens, tokens=tokens, token_strs=strs)
     )
 
 
@@ -77,7 +77,7 @@ def tokenize(body: VllmTokenizeRequest | TeiTokenizeRequest, ctx: Ctx):
 
 
 @router.post("/detokenize", response_model=VllmDetokenizeResponse, summary="Detokenize (vLLM)")
-def detokenize(body: VllmDetokenizeRequest, ctx: Ctx) -> VllmDetokenizeResponse:
+def detokenize(body: VllmDetokenizeRequest, ctx: Ctx) -> Response:
     enc = ctx.encoding(body.model)
     with ctx.op("decode", enc, 0) as rec:
         try:
@@ -85,7 +85,7 @@ def detokenize(body: VllmDetokenizeRequest, ctx: Ctx) -> VllmDetokenizeResponse:
         except (ValueError, KeyError, OverflowError) as e:
             raise APIError(400, "invalid_token", str(e)) from None
         rec["tokens"] = len(body.tokens)
-    return VllmDetokenizeResponse(prompt=text)
+    return reply(VllmDetokenizeResponse(prompt=text))
 
 
 @router.post("/tei/tokenize", response_model=list[list[TeiToken]], summary="Tokenize (TEI)")

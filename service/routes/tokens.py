@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
-from service.deps import Ctx, utf8_len
+from service.deps import Ctx, reply, utf8_len
 from service.errors import APIError
 from service.offsets import token_offsets
 from service.schemas import (
@@ -29,7 +29,7 @@ def _special(policy: list[str] | str) -> str | frozenset[str]:
 
 
 @router.post("/count", response_model=CountResponse, summary="Count tokens")
-def count(body: CountRequest, ctx: Ctx) -> CountResponse:
+def count(body: CountRequest, ctx: Ctx) -> Response:
     """Token counts of one text or several, with one encoding or several, optionally against a limit."""
     s = ctx.settings
     names = body.encodings if body.encodings is not None else [body.encoding]
@@ -46,7 +46,10 @@ def count(body: CountRequest, ctx: Ctx) -> CountResponse:
             if body.limit is None:
                 counts = [enc.count(t) for t in texts]
             else:
-                counts = [enc.count_till_limit(t, body.limit) for t in texts]
+                count_till_limit = getattr(enc, "count_till_limit", None)
+                if count_till_limit is None:  # an older bpecore
+                    raise APIError(422, "unsupported", "'limit' needs a bpecore with Encoding.count_till_limit")
+                counts = [count_till_limit(t, body.limit) for t in texts]
             rec["tokens"] = sum(c for c in counts if c is not None)
         # count_till_limit gives None for a text over the limit; the total is then unknown too.
         fits = all(c is not None for c in counts)
@@ -59,11 +62,11 @@ def count(body: CountRequest, ctx: Ctx) -> CountResponse:
             )
         )
     first = results[0]
-    return CountResponse(**first.model_dump(), results=results)
+    return reply(CountResponse(**first.model_dump(), results=results))
 
 
 @router.post("/encode", response_model=EncodeResponse, summary="Encode text")
-def encode(body: EncodeRequest, ctx: Ctx) -> EncodeResponse:
+def encode(body: EncodeRequest, ctx: Ctx) -> Response:
     """Token ids of a text, with tiktoken's special-token rules, optionally with per-token offsets."""
     enc = ctx.encoding(body.encoding)
     with ctx.op("encode", enc, utf8_len(body.text)) as rec:
@@ -79,11 +82,11 @@ def encode(body: EncodeRequest, ctx: Ctx) -> EncodeResponse:
     offsets = None
     if body.return_offsets:
         offsets = [TokenOffset(id=i, text=t, start=a, end=b) for i, t, a, b in token_offsets(enc, tokens)]
-    return EncodeResponse(encoding=enc.name, count=len(tokens), tokens=tokens, offsets=offsets)
+    return reply(EncodeResponse(encoding=enc.name, count=len(tokens), tokens=tokens, offsets=offsets))
 
 
 @router.post("/decode", response_model=DecodeResponse, summary="Decode token ids")
-def decode(body: DecodeRequest, ctx: Ctx) -> DecodeResponse:
+def decode(body: DecodeRequest, ctx: Ctx) -> Response:
     """The text of token ids (invalid UTF-8 replaced), optionally with per-token offsets into it."""
     enc = ctx.encoding(body.encoding)
     with ctx.op("decode", enc, 0) as rec:
@@ -95,15 +98,15 @@ def decode(body: DecodeRequest, ctx: Ctx) -> DecodeResponse:
     offsets = None
     if body.return_offsets:
         offsets = [TokenOffset(id=i, text=t, start=a, end=b) for i, t, a, b in token_offsets(enc, body.tokens)]
-    return DecodeResponse(
-        encoding=enc.name, count=len(body.tokens), text=raw.decode("utf-8", "replace"), offsets=offsets
+    return reply(
+        DecodeResponse(encoding=enc.name, count=len(body.tokens), text=raw.decode("utf-8", "replace"), offsets=offsets)
     )
 
 
 @router.get("/encodings", response_model=EncodingsResponse, summary="List encodings")
-def encodings(ctx: Ctx) -> EncodingsResponse:
+def encodings(ctx: Ctx) -> Response:
     """The loaded encodings: name, vocabulary size, special tokens, pattern and vocab SHA-256."""
-    return EncodingsResponse(
+    return reply(EncodingsResponse(
         data=[
             EncodingInfo(
                 name=enc.name,
@@ -115,4 +118,4 @@ def encodings(ctx: Ctx) -> EncodingsResponse:
             )
             for enc in ctx.encodings.values()
         ]
-    )
+    ))

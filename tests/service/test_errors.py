@@ -96,3 +96,14 @@ def test_openapi_documents_every_field(client):
         for method, op in methods.items():
             if path.startswith("/v1/") and method == "post":
                 assert "422" in op["responses"] and "404" in op["responses"], (path, method)
+
+
+def test_inflight_limit_429():
+    from fastapi.testclient import TestClient
+
+    from service.config import Settings
+    from service.main import create_app
+
+    with TestClient(create_app(Settings(max_inflight=0, encodings=["cl100k_base"], load_in_background=False))) as c:
+        assert_error(c.post("/v1/count", json={"text": "a"}), 429, "too_many_requests")
+        assert c.get("/readyz").status_code == 200  # probes are never shed

@@ -1,0 +1,290 @@
+"""HTTP load test: the bpecore service against a minimal FastAPI + tiktoken server, side by side.
+
+Both servers run the same way (uvicorn, uvloop + httptools, one worker, plain ``def`` endpoints in
+the threadpool) and answer ``POST /v1/count {"text": ...}`` with the token count. The load comes
+from ``wrk`` (C, on loopback; ``apt-get install wrk``) with a Lua script that posts one fixed body;
+without wrk, a bounded asyncio/httpx client is used (and is then the bottleneck on small texts).
+Reported per server: requests/s and p50/p99 latency for 1 KB and 100 KB English text at
+concurrency 1, 16 and 64; start-up time to /readyz 200; RSS after load and after the run.
+
+    python benches/bench_http.py                  # 5 s per cell
+    python benches/bench_http.py --duration 10 --client python
+
+The tiktoken baseline is built offline from the shared rank file (tiktoken cannot download here):
+``tiktoken.Encoding("cl100k_base", pat_str=CL100K_PATTERN, mergeable_ranks=..., special_tokens=...)``.
+Note the machine: client and server share its cores, so absolute numbers are a lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT_FOR_IMPORT = str(Path(__file__).resolve().parents[1])
+if ROOT_FOR_IMPORT not in sys.path:
+    sys.path.insert(0, ROOT_FOR_IMPORT)  # run from a checkout: python benches/bench_http.py
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+CORPUS = SHARED / "corpora" / "english.1mb.txt.gz"
+VOCAB = SHARED / "vocab" / "cl100k_base.tiktoken.gz"
+
+TIKTOKEN_SERVER = r'''
+"""Minimal FastAPI + tiktoken token counter: the baseline."""
+import base64, gzip, sys
+import tiktoken
+from contextlib import asynccontextmanager
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from bpecore.registry import CL100K_PATTERN
+
+STATE = {}
+
+def load(path):
+    ranks = {}
+    for line in gzip.decompress(open(path, "rb").read()).splitlines():
+        if line:
+            tok, rank = line.split()
+            ranks[base64.b64decode(tok)] = int(rank)
+    return tiktoken.Encoding(
+        "cl100k_base", pat_str=CL100K_PATTERN, mergeable_ranks=ranks,
+        special_tokens={"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                        "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    )
+
+@asynccontextmanager
+async def lifespan(app):
+    STATE["enc"] = load(sys.argv[2])
+    yield
+
+app = FastAPI(lifespan=lifespan)
+
+class CountRequest(BaseModel):
+    text: str
+
+@app.post("/v1/count")
+def count(body: CountRequest):
+    return {"encoding": "cl100k_base", "count": len(STATE["enc"].encode_ordinary(body.text))}
+
+@app.get("/readyz")
+def readyz():
+    return {"status": "ok"} if "enc" in STATE else JSONResponse({"status": "loading"}, 503)
+
+if __name__ == "__main__":
+    import uvicorn
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), loop="uvloop", http="httptools",
+                access_log=False, log_level="warning")
+'''
+
+WRK_SCRIPT = r'''
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = io.open(os.getenv("BENCH_BODY"), "rb")
+wrk.body = f:read("*all")
+f:close()
+done = function(summary, latency, requests)
+  local errors = summary.errors.connect + summary.errors.read + summary.errors.write
+                 + summary.errors.status + summary.errors.timeout
+  io.write(string.format('BENCH {"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "errors": %d}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), errors))
+end
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Server:
+    def __init__(self, name: str, cmd: list[str], port: int, env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        self.startup_s = self._wait_ready()
+        self.rss_loaded = rss_mb(self.proc.pid)
+
+    def _wait_ready(self) -> float:
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited: {self.proc.stderr.read().decode()[-2000:]}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    return time.perf_counter() - self.t0
+            except httpx.TransportError:
+                pass
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def run_wrk(url: str, body_path: Path, script: Path, concurrency: int, duration: float) -> dict:
+    threads = min(2, concurrency)
+    out = subprocess.run(
+        ["wrk", f"-t{threads}", f"-c{concurrency}", f"-d{max(1, round(duration))}s", "--timeout", "30s", "-s", str(script),
+         url + "/v1/count"],
+        capture_output=True, text=True, env={**os.environ, "BENCH_BODY": str(body_path)}, check=True,
+    ).stdout
+    line = next(line for line in out.splitlines() if line.startswith("BENCH "))
+    r = json.loads(line[6:])
+    return {"rps": r["requests"] / (r["duration_us"] / 1e6), "p50_ms": r["p50_us"] / 1000,
+            "p99_ms": r["p99_us"] / 1000, "errors": r["errors"]}
+
+
+def run_python(url: str, body: bytes, concurrency: int, duration: float) -> dict:
+    async def main() -> dict:
+        lat: list[float] = []
+        errors = 0
+        stop = time.perf_counter() + duration
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as c:
+            async def worker() -> None:
+                nonlocal errors
+                while time.perf_counter() < stop:
+                    t = time.perf_counter()
+                    r = await c.post("/v1/count", content=body, headers={"content-type": "application/json"})
+                    lat.append(time.perf_counter() - t)
+                    errors += r.status_code != 200
+            t0 = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            elapsed = time.perf_counter() - t0
+        lat.sort()
+        return {"rps": len(lat) / elapsed, "p50_ms": lat[len(lat) // 2] * 1000,
+                "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000, "errors": errors}
+
+    return asyncio.run(main())
+
+
+def texts() -> dict[str, str]:
+    corpus = gzip.decompress(CORPUS.read_bytes()).decode()
+    out = {}
+    for label, size in (("1KB", 1024), ("100KB", 100 * 1024)):
+        raw = corpus.encode()[:size]
+        out[label] = raw.decode("utf-8", "ignore")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds per cell")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    ap.add_argument("--client", choices=["auto", "wrk", "python"], default="auto")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args()
+    client = args.client
+    if client == "auto":
+        client = "wrk" if shutil.which("wrk") else "python"
+
+    import bpecore
+    import tiktoken
+
+    work = Path(tempfile.mkdtemp(prefix="bench_http_"))
+    (work / "tiktoken_server.py").write_text(TIKTOKEN_SERVER)
+    script = work / "post.lua"
+    script.write_text(WRK_SCRIPT)
+    bodies = {}
+    expected = {}
+    enc = bpecore.get_encoding("cl100k_base")
+    for label, text in texts().items():
+        path = work / f"{label}.json"
+        path.write_text(json.dumps({"text": text}))
+        bodies[label] = path
+        expected[label] = enc.count(text)
+
+    cmd_docker = json.loads(next(line for line in (ROOT / "Dockerfile").read_text().splitlines()
+                                 if line.startswith("CMD "))[4:])
+    results = []
+    meta = []
+    for name in ("bpecore", "tiktoken"):
+        port = free_port()
+        if name == "bpecore":
+            cmd = list(cmd_docker)
+            cmd[cmd.index("--port") + 1] = str(port)
+            cmd[cmd.index("--host") + 1] = "127.0.0.1"
+            server = Server(name, cmd, port, {"BPESVC_LOG_LEVEL": "WARNING"})
+        else:
+            server = Server(name, [sys.executable, str(work / "tiktoken_server.py"), str(port), str(VOCAB)], port)
+        try:
+            for label, path in bodies.items():
+                got = httpx.post(server.url + "/v1/count", content=path.read_bytes(),
+                                 headers={"content-type": "application/json"}).json()["count"]
+                assert got == expected[label], (name, label, got, expected[label])
+                for c in args.concurrency:
+                    # warm-up, then measure
+                    if client == "wrk":
+                        run_wrk(server.url, path, script, c, 1)
+                        r = run_wrk(server.url, path, script, c, args.duration)
+                    else:
+                        run_python(server.url, path.read_bytes(), c, 1)
+                        r = run_python(server.url, path.read_bytes(), c, args.duration)
+                    results.append({"server": name, "size": label, "concurrency": c, **r})
+                    print(f"{name:9} {label:6} c={c:<3} {r['rps']:9.0f} req/s  p50 {r['p50_ms']:8.2f} ms  "
+                          f"p99 {r['p99_ms']:8.2f} ms  errors {r['errors']}", file=sys.stderr, flush=True)
+            meta.append({"server": name, "startup_s": server.startup_s, "rss_loaded_mb": server.rss_loaded,
+                         "rss_after_mb": rss_mb(server.proc.pid)})
+        finally:
+            server.stop()
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    print(f"\n## HTTP /v1/count, cl100k_base, English text ({client} client, {args.duration:g} s per cell)")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, tiktoken {tiktoken.__version__}, commit {commit}\n")
+    print("| size | conc. | bpecore req/s | p50 ms | p99 ms | tiktoken req/s | p50 ms | p99 ms | speed-up |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for label in bodies:
+        for c in args.concurrency:
+            a = next(r for r in results if r["server"] == "bpecore" and r["size"] == label and r["concurrency"] == c)
+            b = next(r for r in results if r["server"] == "tiktoken" and r["size"] == label and r["concurrency"] == c)
+            print(f"| {label} | {c} | {a['rps']:.0f} | {a['p50_ms']:.2f} | {a['p99_ms']:.2f} | {b['rps']:.0f} | "
+                  f"{b['p50_ms']:.2f} | {b['p99_ms']:.2f} | {a['rps'] / b['rps']:.2f}x |")
+    print("\n| server | start-up to /readyz 200 | RSS after load | RSS after run |")
+    print("|---|---:|---:|---:|")
+    for m in meta:
+        print(f"| {m['server']} | {m['startup_s']:.2f} s | {m['rss_loaded_mb']:.0f} MB | {m['rss_after_mb']:.0f} MB |")
+    print("\nbpecore loads every shipped encoding (cl100k_base, o200k_base, o200k_harmony); the baseline loads "
+          "cl100k_base only.")
+    errors = sum(r["errors"] for r in results)
+    if errors:
+        print(f"\nWARNING: {errors} failed requests")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "servers": meta}, indent=2))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
