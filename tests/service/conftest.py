@@ -123,7 +123,10 @@ def start_server():
 
     def start(env: dict[str, str] | None = None, cmd: list[str] | None = None) -> Server:
         port = free_port()
-        server = Server(with_port(cmd or dockerfile_cmd(), port), env or {}, port)
+        cmd = cmd or dockerfile_cmd()
+        if "--port" in cmd:
+            cmd = with_port(cmd, port)
+        server = Server(cmd, {"BPESVC_HOST": "127.0.0.1", "BPESVC_PORT": str(port), **(env or {})}, port)
         servers.append(server)
         return server
 

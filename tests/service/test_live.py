@@ -127,3 +127,14 @@ def test_sigterm_drains_then_exits(start_server):
     assert server.stop(), server.output()
     assert any(rec.get("msg") == "draining" for rec in server.log_lines())
     assert seen[-1] == 200
+
+
+def test_python_m_service(start_server):
+    """`python -m service` (what `bpecore serve` runs): settings from BPESVC_*, uvloop + httptools."""
+    import sys
+
+    server = start_server({"BPESVC_ENCODINGS": '["o200k_base"]', "BPESVC_DEFAULT_ENCODING": "o200k_base"},
+                          cmd=[sys.executable, "-m", "service"])
+    server.wait_ready()
+    assert httpx.post(server.url + "/v1/count", json={"text": "hello world"}).json()["encoding"] == "o200k_base"
+    assert server.stop(), server.output()
