@@ -50,6 +50,10 @@ CHUNKS = ["'s", "'S", "'t", "'T", "'ll", "'LL", "'lL", "'ve", "'VE", "'re", "'Re
           "\n\n", "  ", "123", "1234", " //", "\u00a0a", " 'll", "?\n/"]
 
 decisive_text = st.lists(st.one_of(st.sampled_from(ALPHABET), st.sampled_from(CHUNKS)), max_size=60).map("".join)
+#: Runs of one character (the scanners test ASCII runs 8 bytes at a time and remember positions
+#: inside runs); tiktoken's "catastrophically repetitive" inputs are the extreme of this.
+run_text = st.lists(st.tuples(st.sampled_from(ALPHABET), st.integers(1, 20)), max_size=12).map(
+    lambda runs: "".join(ch * k for ch, k in runs))
 
 
 @lru_cache(maxsize=None)
@@ -116,6 +120,15 @@ def test_flags_table_every_code_point():
     assert ascii_table == table[:128]
 
 
+def test_ascii_classes_are_byte_ranges():
+    """The 8-bytes-at-a-time ASCII tests assume: letters A-Z (Lu) a-z (Ll), digits 0-9, no marks."""
+    _, ascii_table = pretokenize._flags_table()
+    assert [c for c in range(128) if ascii_table[c] & 0x01] == list(range(0x41, 0x5B))
+    assert [c for c in range(128) if ascii_table[c] & 0x02] == list(range(0x61, 0x7B))
+    assert [c for c in range(128) if ascii_table[c] & 0x3C] == []
+    assert [c for c in range(128) if ascii_table[c] & 0x40] == list(range(0x30, 0x3A))
+
+
 def test_letter_is_union_of_cases():
     r"""\p{L} is Lu|Ll|Lt|Lm|Lo, which the scanners assume."""
     table, _ = pretokenize._flags_table()
@@ -154,6 +167,7 @@ HARD_CASES = [
     "\u0301AB.", "\u0301ab", "A\u0301B.", "AB\u02b0C", "\u02b0\u02b0", "\u01c5a", "ABc", "AbC", "a\u0301b",
     " \u0301", " \u0301A", "x\u0301\u0301", "\u00a0Hello", "\tword", "\u2028x", "\u3000\u3000a",
     "a  b", "a \n b", "a\n\n", "a  ", "a \n", "x\r\n\r\n  y", "  \n  ", "\x1c\x1d a", "\x85a", "\x85\x85a",
+    "\u0301" + "A" * 20 + ".", "'" + "A" * 9 + "\u02b0" + "A" * 9, "a" * 17 + "\u00e9" + "b" * 9, " " * 17 + "x",
     " 12345", "\u0661\u0662\u0663\u0664", "\u00b2\u2160x", " ?!\n\n/x", "?/\n", " /\r\n", "a'LL've", "don't",
     "I'm fine,  thanks!\n", "\U0001f600\U0001f600 \U0001f44d", "x \U0001f600", "\u00e9t\u00e9's",
 ]
@@ -190,6 +204,7 @@ def test_piece_ends_other_inputs():
     assert piece_ends(r"\w+|\W", "é b".encode()) == [2, 3, 4]
     assert split(None, "a b") == ["a b"]
     assert split(r"\w+|\W", "é b") == ["é", " ", "b"]
+    assert split(r"(\w)\w*|\W", "ab c") == ["ab", " ", "c"]
     with pytest.raises(UnicodeDecodeError):
         piece_ends(CL100K_PATTERN, b"\xf0\x9f")
     with pytest.raises(ValueError):
@@ -221,6 +236,13 @@ def test_hyp_any_text_matches_regex(pattern, text):
 @given(text=decisive_text)
 @example(text="\u0301\u01c5\u02b0A'S")
 def test_hyp_decisive_text_matches_regex(pattern, text):
+    assert split(pattern, text) == regex.findall(pattern, text)
+
+
+@pytest.mark.parametrize("pattern", PATTERN_PARAMS)
+@_many()
+@given(text=run_text)
+def test_hyp_runs_match_regex(pattern, text):
     assert split(pattern, text) == regex.findall(pattern, text)
 
 
