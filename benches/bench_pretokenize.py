@@ -1,6 +1,7 @@
 """Pre-tokenizer speed: the hand-written scanners vs regex.findall, MB/s per corpus and pattern.
 
-Usage: python benches/bench_pretokenize.py [corpus ...]   (default: every ../shared/corpora file)
+Usage: python benches/bench_pretokenize.py [corpus ...]   (default: every ../shared/corpora file
+and the synthetic worst cases below)
 Reports the median of 5 runs over the whole file (UTF-8 bytes / seconds). The scanner time is
 pretokenize._count_pieces (nogil loop, no Python objects); regex is regex.findall on the str.
 """
@@ -20,6 +21,12 @@ from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN, pat
 CORPORA_DIR = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "r50k": R50K_PATTERN}
 RUNS = 5
+#: ~1 MB inputs that make the scanners work hardest: o200k reads each capitals run 3 times;
+#: 4-byte letters take the slowest decoding path.
+WORST_CASES = {
+    "worst_o200k_caps": ("\u0301" + "A" * 1000 + ".") * 1000,
+    "worst_4byte_letters": "\U00020000" * 250_000,
+}
 
 
 def median_seconds(fn):
@@ -32,12 +39,13 @@ def median_seconds(fn):
 
 
 def main(names):
-    paths = sorted(CORPORA_DIR.glob("*.txt.gz"))
+    inputs = {p.name.split(".")[0]: p for p in sorted(CORPORA_DIR.glob("*.txt.gz"))}
+    inputs.update(WORST_CASES)
     if names:
-        paths = [p for p in paths if p.name.split(".")[0] in names]
-    print(f"{'corpus':16} {'pattern':7} {'pieces':>8} {'scanner MB/s':>13} {'regex MB/s':>11} {'speedup':>8}")
-    for path in paths:
-        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        inputs = {k: v for k, v in inputs.items() if k in names}
+    print(f"{'input':20} {'pattern':7} {'pieces':>8} {'scanner MB/s':>13} {'regex MB/s':>11} {'speedup':>8}")
+    for label, source in inputs.items():
+        text = source if isinstance(source, str) else gzip.decompress(source.read_bytes()).decode("utf-8")
         data = text.encode("utf-8")
         mb = len(data) / 1e6
         for name, pattern in PATTERNS.items():
@@ -47,7 +55,7 @@ def main(names):
             assert pieces == len(compiled.findall(text))
             scan = mb / median_seconds(lambda: pretokenize._count_pieces(kind, data))
             rx = mb / median_seconds(lambda: compiled.findall(text))
-            print(f"{path.name.split('.')[0]:16} {name:7} {pieces:8d} {scan:13.1f} {rx:11.1f} {scan / rx:7.1f}x")
+            print(f"{label:20} {name:7} {pieces:8d} {scan:13.1f} {rx:11.1f} {scan / rx:7.1f}x")
 
 
 if __name__ == "__main__":
