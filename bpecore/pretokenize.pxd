@@ -3,8 +3,11 @@ from libc.stdint cimport uint8_t
 cdef enum PatternKind:
     PAT_NONE = 0      #: no pattern: the whole text is one piece
     PAT_REGEX = 1     #: any other pattern: the `regex` module finds the pieces
-    PAT_CL100K = 2
-    PAT_O200K = 3
-    PAT_R50K = 4
+    PAT_CL100K = 2    #: CL100K_PATTERN, hand-written scanner
+    PAT_O200K = 3     #: O200K_PATTERN, hand-written scanner
+    PAT_R50K = 4      #: R50K_PATTERN (gpt2, r50k, p50k), hand-written scanner
 
+#: End (byte offset) of the piece starting at ``pos`` < n, as regex.finditer would cut it; returns
+#: n for PAT_NONE and PAT_REGEX. ``s[:n]`` must be valid UTF-8 (whole characters): the scanner
+#: trusts lead bytes and treats n as the end of the text (``\s++$``, ``\s+(?!\S)`` look at it).
 cdef Py_ssize_t next_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil

@@ -6,8 +6,12 @@ code point in a few contexts, on generated text, and the character tables on eve
 
 from __future__ import annotations
 
+import ctypes
 import doctest
 import gzip
+import mmap
+import random
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -211,6 +215,23 @@ def test_piece_ends_other_inputs():
         piece_ends(1, b"x")
     with pytest.raises(UnicodeEncodeError):
         split(CL100K_PATTERN, "\ud800")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect through ctypes")
+def test_no_read_past_the_end():
+    """Texts that end right before an unreadable page: the scanners (8-byte loads included) stay inside."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = mmap.PAGESIZE
+    buf = mmap.mmap(-1, 2 * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    assert libc.mprotect(ctypes.c_void_p(base + page), ctypes.c_size_t(page), 0) == 0
+    rnd = random.Random(0)
+    for _ in range(2000):
+        data = "".join(rnd.choice(ALPHABET + CHUNKS) for _ in range(rnd.randint(1, 12))).encode()
+        buf[page - len(data):page] = data
+        with memoryview(buf)[page - len(data):page] as view:
+            for pattern in PATTERNS.values():
+                assert piece_ends(pattern, view)[-1] == len(data)
 
 
 def test_doctests():
