@@ -61,6 +61,13 @@ class Settings(BaseSettings):
     max_texts: int = Field(default=1024, description="Most texts in one batch request.")
     max_ranges: int = Field(default=100_000, description="Most ranges in one /v1/intervals request.")
     max_tokens: int = Field(default=1_000_000, description="Largest max_tokens / limit a request may ask for.")
+    max_offsets: int = Field(
+        default=200_000, description="Most tokens a request may ask per-token objects for (offsets, TEI tokens)."
+    )
+    max_chunks: int = Field(
+        default=100_000, description="Most chunks a /v1/chunk request may produce, estimated as "
+        "count(text) / (max_tokens - overlap) before chunking."
+    )
     max_encodings: int = Field(default=8, description="Most encodings in one /v1/count request.")
     max_streams: int = Field(default=256, description="Most WebSocket streams open at once (429 above).")
     max_stream_bytes: int = Field(default=64 * 1024 * 1024, description="Most bytes one stream may append in total.")

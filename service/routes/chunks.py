@@ -19,6 +19,10 @@ def chunk(body: ChunkRequest, ctx: Ctx) -> Response:
     ctx.check_max("max_tokens", body.max_tokens, ctx.settings.max_tokens)
     texts = body.texts if body.texts is not None else [body.text]
     ctx.check_max("number of texts", len(texts), ctx.settings.max_texts)
+    # A bound on the work and the reply: too many chunks is refused before chunking (one fast count).
+    step = body.max_tokens - body.overlap
+    estimate = sum(-(-enc.count(t) // step) for t in texts)
+    ctx.check_max("estimated number of chunks", estimate, ctx.settings.max_chunks)
     results = []
     for text in texts:
         with ctx.op("chunk", enc, utf8_len(text)) as rec:

@@ -39,7 +39,10 @@ def _vllm_tokenize(body: VllmTokenizeRequest, ctx: Ctx) -> Response:
     with ctx.op("encode", enc, utf8_len(body.prompt)) as rec:
         tokens = enc.encode(body.prompt, allowed_special="all")
         rec["tokens"] = len(tokens)
-    strs = [enc.decode_bytes([t]).decode("utf-8", "replace") for t in tokens] if body.return_token_strs else None
+    strs = None
+    if body.return_token_strs:
+        ctx.check_max("tokens with strings", len(tokens), ctx.settings.max_offsets)
+        strs = [enc.decode_bytes([t]).decode("utf-8", "replace") for t in tokens]
     return reply(
         VllmTokenizeResponse(count=len(tokens), max_model_len=ctx.settings.max_tokens, tokens=tokens, token_strs=strs)
     )
@@ -55,6 +58,7 @@ def _tei_tokenize(body: TeiTokenizeRequest, ctx: Ctx) -> list[list[TeiToken]]:
         with ctx.op("encode", enc, utf8_len(text)) as rec:
             tokens = enc.encode(text, allowed_special="all")
             rec["tokens"] = len(tokens)
+        ctx.check_max("tokens", len(tokens), ctx.settings.max_offsets)
         out.append(
             [
                 TeiToken(id=t, text=raw.decode("utf-8", "replace"), special=t in special_ids, start=a, stop=b)

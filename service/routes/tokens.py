@@ -81,6 +81,7 @@ def encode(body: EncodeRequest, ctx: Ctx) -> Response:
         rec["tokens"] = len(tokens)
     offsets = None
     if body.return_offsets:
+        ctx.check_max("tokens with offsets", len(tokens), ctx.settings.max_offsets)
         offsets = [TokenOffset(id=i, text=t, start=a, end=b) for i, t, a, b in token_offsets(enc, tokens)]
     return reply(EncodeResponse(encoding=enc.name, count=len(tokens), tokens=tokens, offsets=offsets))
 
@@ -97,6 +98,7 @@ def decode(body: DecodeRequest, ctx: Ctx) -> Response:
         rec["tokens"] = len(body.tokens)
     offsets = None
     if body.return_offsets:
+        ctx.check_max("tokens with offsets", len(body.tokens), ctx.settings.max_offsets)
         offsets = [TokenOffset(id=i, text=t, start=a, end=b) for i, t, a, b in token_offsets(enc, body.tokens)]
     return reply(
         DecodeResponse(encoding=enc.name, count=len(body.tokens), text=raw.decode("utf-8", "replace"), offsets=offsets)

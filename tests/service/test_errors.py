@@ -107,3 +107,22 @@ def test_inflight_limit_429():
     with TestClient(create_app(Settings(max_inflight=0, encodings=["cl100k_base"], load_in_background=False))) as c:
         assert_error(c.post("/v1/count", json={"text": "a"}), 429, "too_many_requests")
         assert c.get("/readyz").status_code == 200  # probes are never shed
+
+
+def test_per_token_objects_and_chunks_are_bounded():
+    from fastapi.testclient import TestClient
+
+    from service.config import Settings
+    from service.main import create_app
+
+    settings = Settings(max_offsets=10, max_chunks=3, encodings=["cl100k_base"], load_in_background=False)
+    text = "word " * 11
+    with TestClient(create_app(settings)) as c:
+        assert c.post("/v1/encode", json={"text": text}).status_code == 200
+        assert_error(c.post("/v1/encode", json={"text": text, "return_offsets": True}), 422, "limit_exceeded")
+        ids = list(range(11))
+        assert_error(c.post("/v1/decode", json={"tokens": ids, "return_offsets": True}), 422, "limit_exceeded")
+        assert_error(c.post("/tokenize", json={"prompt": text, "return_token_strs": True}), 422, "limit_exceeded")
+        assert_error(c.post("/tei/tokenize", json={"inputs": text}), 422, "limit_exceeded")
+        assert c.post("/v1/chunk", json={"text": text, "max_tokens": 4}).status_code == 200  # 11 tokens: 3 chunks
+        assert_error(c.post("/v1/chunk", json={"text": text, "max_tokens": 3}), 422, "limit_exceeded")
