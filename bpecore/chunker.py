@@ -60,17 +60,21 @@ _PARAGRAPH = 7  # after a blank line
 _SECTION = 8  # before a Markdown heading: _SECTION + (6 - depth), so H1 = 13 is the best
 
 _REV = regex.REVERSE | regex.VERSION1
-_WS_TAIL = regex.compile(r"\s+", _REV)  # anchored at endpos by .match in reverse mode
-_WS_HEAD = regex.compile(r"\s+")
-_PARAGRAPH_RE = regex.compile(r"\n[^\S\n]*\n\s*", _REV)
-_LINE_RE = regex.compile(r"\n\s*", _REV)
+# Whitespace as ``str.isspace`` sees it (so ``str.strip`` agrees with trimming): Unicode
+# White_Space plus the information separators U+001C..U+001F.
+_S = r"[\s\x1c-\x1f]"
+_WS_TAIL = regex.compile(_S + "+", _REV)  # anchored at endpos by .match in reverse mode
+_WS_HEAD = regex.compile(_S + "+", regex.VERSION1)
+_PARAGRAPH_RE = regex.compile(r"\n[[\s\x1c-\x1f]--\n]*\n" + _S + "*", _REV)
+_LINE_RE = regex.compile(r"\n" + _S + "*", _REV)
 # A sentence ends at a run of terminators, then closing quotes/brackets, then whitespace; the
 # full-width CJK terminators need no whitespace after them.
 _SENTENCE_RE = regex.compile(
-    r"[\p{SB=STerm}\p{SB=ATerm}]+\p{SB=Close}*\s+|[\u3002\uff01\uff1f\uff61\ufe52\ufe56\ufe57]+\p{SB=Close}*\s*",
+    r"[\p{SB=STerm}\p{SB=ATerm}]+\p{SB=Close}*[\s\x1c-\x1f]+"
+    r"|[\u3002\uff01\uff1f\uff61\ufe52\ufe56\ufe57]+\p{SB=Close}*[\s\x1c-\x1f]*",
     _REV,
 )
-_WORD_RE = regex.compile(r"\s+", _REV)
+_WORD_RE = regex.compile(_S + "+", _REV)
 _PUNCT_RE = regex.compile(r"[,;:\p{Pe}]+", _REV)
 _WORDPART_RE = regex.compile(r"(?w)\b", _REV)
 _GRAPHEME_RE = regex.compile(r"\X", regex.VERSION1)
