@@ -4,8 +4,9 @@ Corpus: english + code + multilingual from ../shared/corpora (1 MB each); the la
 each is held out, the rest (optionally repeated ``--repeat`` times) is the training file. Both
 trainers get the same file, the o200k split regex, byte-level alphabet, min_frequency 2 and the
 same vocab size. Each run is its own subprocess, so peak memory is measured per trainer:
-"peak RSS" is ru_maxrss of that process (os.wait4), "tree RSS" the peak of the summed RSS of it
-and its worker processes (sampled from /proc every 20 ms). Time is the training call only.
+"peak RSS" is ru_maxrss of that process (os.wait4), "tree PSS" the peak of the summed
+proportional set size of it and its worker processes (sampled from /proc every 20 ms; PSS splits
+the pages forked workers share with the parent, which summed RSS would count twice). Time is the training call only.
 Medians over ``--runs`` runs.
 
     python benches/bench_train.py [--sizes 8000 32000] [--runs 3] [--repeat 1] [--superbpe 0.8]
@@ -71,24 +72,33 @@ def _child(kind: str, vocab_size: int, train_file: str, out: str, superbpe: floa
 
 
 # ----------------------------------------------------------------------------- parent side
-def _tree_rss(root: int) -> int:
-    """Summed RSS (bytes) of ``root`` and its descendants."""
+def _pss(pid: int) -> int:
+    """Proportional set size (bytes) of ``pid``: shared pages split among their users."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _tree_pss(root: int) -> int:
+    """Summed PSS (bytes) of ``root`` and its descendants (forked workers share pages)."""
     parent: dict[int, int] = {}
-    rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            parent[int(entry)] = int(fields[1])
-            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+                parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
     total, stack = 0, [root]
     while stack:
         pid = stack.pop()
-        total += rss.get(pid, 0)
+        total += _pss(pid)
         stack.extend(p for p, pp in parent.items() if pp == pid)
     return total
 
@@ -111,7 +121,7 @@ def _run_measured(kind: str, vocab_size: int, train_file: str, superbpe: float) 
         done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
             break
-        peak_tree = max(peak_tree, _tree_rss(pid))
+        peak_tree = max(peak_tree, _tree_pss(pid))
         time.sleep(0.02)
     with os.fdopen(r) as f:
         stdout = f.read()
@@ -119,7 +129,7 @@ def _run_measured(kind: str, vocab_size: int, train_file: str, superbpe: float) 
         raise SystemExit(f"{kind} failed: {stdout[-500:]}")
     result = json.loads(stdout.strip().splitlines()[-1])
     result["peak_rss"] = usage.ru_maxrss * 1024
-    result["tree_rss"] = max(peak_tree, result["peak_rss"])
+    result["tree_pss"] = peak_tree
     result["out"] = out
     return result
 
@@ -193,7 +203,7 @@ def main() -> None:
     print(f"machine: {_machine()}")
     print(f"training text {size_mb:.2f} MB, held out {held_bytes['all'] / 1e3:.0f} KB ({held_bytes['english'] / 1e3:.0f} KB English); "
           f"o200k split, min_frequency 2, SuperBPE t = {args.superbpe:.0%} of the vocab; median of {args.runs} runs")
-    header = f"{'vocab':>6} {'trainer':<9} {'time s':>7} {'merges/s':>9} {'peak RSS MB':>11} {'tree RSS MB':>11} {'B/token':>8} {'English tokens':>15}"
+    header = f"{'vocab':>6} {'trainer':<9} {'time s':>7} {'merges/s':>9} {'peak RSS MB':>11} {'tree PSS MB':>11} {'B/token':>8} {'English tokens':>15}"
     print(header)
     print("-" * len(header))
     rows = []
@@ -203,7 +213,7 @@ def main() -> None:
             runs = [_run_measured(kind, vocab_size, train_file, args.superbpe) for _ in range(args.runs)]
             seconds = statistics.median(r["seconds"] for r in runs)
             peak = statistics.median(r["peak_rss"] for r in runs) / 1e6
-            tree = statistics.median(r["tree_rss"] for r in runs) / 1e6
+            tree = statistics.median(r["tree_pss"] for r in runs) / 1e6
             tokens = _held_out_tokens(kind, runs[0]["out"], held)
             if kind == "bpecore":
                 english_base = tokens["english"]
@@ -213,7 +223,8 @@ def main() -> None:
             row = (vocab_size, kind, seconds, runs[0]["merges"] / seconds, peak, tree, held_bytes["all"] / tokens["all"], tokens["english"])
             rows.append(row)
             print(f"{row[0]:>6} {row[1]:<9} {row[2]:>7.2f} {row[3]:>9.0f} {row[4]:>11.0f} {row[5]:>11.0f} {row[6]:>8.3f} {row[7]:>15}{note}")
-    print("\npeak RSS: largest single process; tree RSS: peak sum over the trainer and its workers.")
+    print("\npeak RSS: ru_maxrss of the trainer process (largest of it and its workers);")
+    print("tree PSS: peak of the summed proportional set size of the trainer and its workers (sampled every 20 ms).")
 
 
 if __name__ == "__main__":
