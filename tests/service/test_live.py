@@ -114,9 +114,16 @@ def test_sigterm_drains_then_exits(start_server):
         time.sleep(0.02)
     assert httpx.get(server.url + "/readyz").json()["status"] == "draining"
     assert httpx.post(server.url + "/v1/count", json={"text": "hello world"}).json()["count"] == 2
-    time.sleep(1.8)  # past the drain: uvicorn has stopped accepting and waits for the upload
-    with pytest.raises(httpx.TransportError):
-        httpx.get(server.url + "/healthz", timeout=1)
+    # after the drain uvicorn stops accepting, and waits for the upload
+    deadline = time.monotonic() + 15
+    while True:
+        assert time.monotonic() < deadline, "still accepting connections after the drain"
+        try:
+            httpx.get(server.url + "/healthz", timeout=1)
+        except httpx.TransportError:
+            break
+        time.sleep(0.05)
+    assert time.monotonic() - t0 >= 1.5  # not before the drain period is over
     inflight.sendall(body[5:])
     chunks = []
     while chunk := inflight.recv(65536):  # the server closes the connection after replying
