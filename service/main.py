@@ -75,6 +75,7 @@ class _Drain:
         self.loop = loop
         self.previous: dict[int, object] = {}
         self.signalled = False
+        self.task: asyncio.Task | None = None
 
     def install(self) -> bool:
         if threading.current_thread() is not threading.main_thread():
@@ -102,7 +103,10 @@ class _Drain:
             self._pass_on(sig, frame)
             return
         self.signalled = True
-        self.loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._drain(sig)))
+        self.loop.call_soon_threadsafe(self._start, sig)
+
+    def _start(self, sig: int) -> None:
+        self.task = asyncio.ensure_future(self._drain(sig))  # keep a reference: the loop holds tasks weakly
 
     async def _drain(self, sig: int) -> None:
         start_draining(self.app)
