@@ -201,7 +201,18 @@ def test_deterministic_over_workers_and_chunking(corpus_files, monkeypatch):
     assert small.training.merges == one.training.merges
     texts = [gzip.decompress(Path(p).read_bytes()).decode() for p in corpus_files]
     assert train(texts, vocab_size=1200, workers=1).training.merges == one.training.merges
+    assert train(iter(texts), vocab_size=1200, workers=2).training.merges == one.training.merges
     assert one.training.input_bytes == sum(len(t.encode()) for t in texts)
+
+
+def test_long_run_without_cut_point_is_cut_anyway(tmp_path, monkeypatch):
+    monkeypatch.setattr(train_module, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(train_module, "MAX_CARRY", 5000)
+    path = tmp_path / "one_line.txt"
+    path.write_text("word " * 4000)
+    enc = train([str(path)], vocab_size=300, min_frequency=1, workers=2)
+    assert enc.training.input_bytes == 20000
+    assert enc.encode_ordinary(" word") == [enc.mergeable_ranks[b" word"]]
 
 
 def test_special_tokens_delimit_and_are_not_trained():
