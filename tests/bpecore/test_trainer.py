@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,12 @@ from hypothesis import strategies as st
 
 import bpecore
 from bpecore import export, reference
-from bpecore import train as train_module
 from bpecore.registry import CL100K_PATTERN, O200K_PATTERN
 from bpecore.train import SUPERBPE_PATTERN, train
 from bpecore.trainer import Trainer
+
+# the module, even once bpecore/__init__ re-exports the function ``train`` under the same name
+train_module = importlib.import_module("bpecore.train")
 
 MIXED = ["english", "code", "multilingual"]
 
