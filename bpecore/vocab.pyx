@@ -188,6 +188,13 @@ cdef class Vocab:
                 self.reachable[i] = 0
                 self.n_unreachable += 1
         if self.n_unreachable:
+            from bpecore.reference import bpe_encode
+            for i in range(n):
+                if not self.reachable[i] and bpe_encode(mergeable_ranks, self.token_bytes(i)) == [self._rank(i)]:
+                    raise ValueError(
+                        f"token {self.token_bytes(i)!r} (rank {self._rank(i)}) is formed by BPE only from "
+                        "tokens of higher rank; bpecore needs every token ranked after the tokens it merges"
+                    )
             for i in range(n):
                 if not self.reachable[i]:
                     p = &self.all_bytes[0] + self.token_starts[i]
@@ -248,7 +255,8 @@ cdef class Vocab:
         """Bytes of the token at internal index ``index``."""
         if index >= self.n_tokens:
             raise IndexError(index)
-        return bytes(self.all_bytes[self.token_starts[index]:self.token_starts[index + 1]])
+        cdef const char* p = <const char*>self.all_bytes.data()
+        return p[self.token_starts[index]:self.token_starts[index + 1]]
 
     def id_of_index(self, uint32_t index):
         return self._rank(index)

@@ -1,0 +1,106 @@
+"""The dictionary's tables: splits, prefixes and reachability agree with the reference merge loop."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import bpecore
+from bpecore import reference
+from bpecore.vocab import Vocab
+from tests.conftest import TOY_MERGES, shared_ranks, toy_ranks
+
+
+def test_readme_example(toy_encoding):
+    # README "How it works": the toy dictionary a b c ab cb ac bb cbb acbb.
+    v = toy_encoding._vocab
+    idx = {t: v.lookup(t) for t in [b"a", b"b", b"c", *TOY_MERGES]}
+    # a c b b: cb merges first (rank 257), then cb+b, then a+cbb: the last merge is (a, cbb).
+    assert v.split(idx[b"acbb"]) == (idx[b"a"], idx[b"cbb"])
+    assert v.split(idx[b"cbb"]) == (idx[b"cb"], idx[b"b"])
+    assert not v.valid_pair(idx[b"a"], idx[b"b"])  # BPE merges a b -> ab
+    assert v.valid_pair(idx[b"ab"], idx[b"c"])
+    assert toy_encoding.encode_piece(b"acbb") == [261]
+    assert toy_encoding.encode_piece(b"abcbb") == [256, 260]  # ab cbb, not a bcbb
+    for text in [b"abacbb", b"cbbacbb", b"aaabbbccc", b"acbbacbbab"]:
+        assert toy_encoding.encode_piece(text) == reference.bpe_encode(toy_ranks(), text)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_splits_match_reference_sample(name):
+    ranks = shared_ranks(name)
+    enc = bpecore.get_encoding(name)
+    v = enc._vocab
+    rng = random.Random(1)
+    for index in rng.sample(range(len(v)), 1500):
+        token = v.token_bytes(index)
+        assert reference.bpe_encode(ranks, token) == [index]
+        assert v.is_reachable(index)
+        if len(token) > 1:
+            left, right = v.split(index)
+            assert v.token_bytes(left) + v.token_bytes(right) == token
+            assert left < index and right < index
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_every_token_is_reachable(name):
+    ranks = shared_ranks(name)
+    v = bpecore.get_encoding(name)._vocab
+    assert v.n_unreachable == 0
+    for index in range(len(v)):
+        assert reference.bpe_encode(ranks, v.token_bytes(index)) == [index]
+
+
+def test_unreachable_token_is_never_emitted():
+    # "abc" is ranked after "ab" and "bc" but BPE on a b c forms ab first, and ab+c is not a merge
+    # that wins over... "abd" has no merge path at all: b+d is not a token and a+b leaves ab d.
+    ranks = {bytes([b]): b for b in range(256)}
+    ranks[b"ab"] = 256
+    ranks[b"bd"] = 257
+    ranks[b"abd"] = 258  # a b d -> ab d (256 first); ab+d forms abd, reachable
+    ranks[b"xbd"] = 259
+    ranks[b"xb"] = 260  # x b d -> bd first (257), then x+bd = xbd: reachable
+    ranks[b"abdd"] = 261
+    ranks[b"bdd"] = 262  # a b d d -> ab d d -> abd d -> abdd: reachable; bdd never forms here
+    ranks[b"zzq"] = 263  # z z q: no two-token split exists at all -> unreachable
+    v = Vocab(ranks)
+    assert not v.is_reachable(v.lookup(b"zzq"))
+    assert v.n_unreachable >= 1
+    enc = bpecore.Encoding("t", ranks, None, {})
+    for text in ["zzq", "abd", "xbd", "abdd", "bdd", "zzqabdd"]:
+        assert enc.encode(text) == reference.bpe_encode(ranks, text.encode()), text
+
+
+def test_token_formed_only_from_higher_ranks_is_a_clear_error():
+    ranks = {bytes([b]): b for b in range(256)}
+    ranks[b"abc"] = 256
+    ranks[b"bc"] = 257  # a b c -> a bc -> abc (rank 256 < 257): not representable
+    with pytest.raises(ValueError, match="only from tokens of higher rank"):
+        Vocab(ranks)
+
+
+def test_gapped_ranks_map_to_external_ids():
+    ranks = {bytes([b]): b * 2 for b in range(256)}
+    ranks[b"ab"] = 1000
+    enc = bpecore.Encoding("gaps", ranks, None, {})
+    assert enc.encode("xab") == [ord("x") * 2, 1000]
+    assert enc.decode([ord("x") * 2, 1000]) == "xab"
+    with pytest.raises(ValueError, match="not in this vocabulary"):
+        enc.decode([1])
+
+
+@pytest.mark.parametrize(
+    "ranks,message",
+    [
+        ({}, "empty"),
+        ({b"a": 0}, "single-byte"),
+        ({**{bytes([b]): b for b in range(256)}, b"ab": 5}, "two tokens"),
+        ({**{bytes([b]): b for b in range(256)}, b"": 300}, "non-empty"),
+        ({**{bytes([b]): b for b in range(256)}, b"ab": -1}, "integer"),
+    ],
+)
+def test_bad_ranks_are_clear_errors(ranks, message):
+    with pytest.raises(ValueError, match=message):
+        Vocab(ranks)

@@ -1,0 +1,104 @@
+"""Shared fixtures: the toy vocabulary of the README, the shipped encodings, tiktoken twins, corpora."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+import bpecore
+from bpecore.registry import CL100K_PATTERN, O200K_PATTERN
+
+settings.register_profile("dev", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+CORPORA = sorted(p.name.split(".")[0] for p in (SHARED / "corpora").glob("*.txt.gz"))
+PATTERNS = {"cl100k_base": CL100K_PATTERN, "o200k_base": O200K_PATTERN}
+
+#: The README's worked example: every byte, then these merges in rank order.
+TOY_MERGES = [b"ab", b"cb", b"ac", b"bb", b"cbb", b"acbb"]
+
+
+def toy_ranks() -> dict[bytes, int]:
+    ranks = {bytes([b]): b for b in range(256)}
+    for i, token in enumerate(TOY_MERGES):
+        ranks[token] = 256 + i
+    return ranks
+
+
+def read_corpus(name: str) -> str:
+    return gzip.decompress((SHARED / "corpora" / f"{name}.1mb.txt.gz").read_bytes()).decode("utf-8")
+
+
+def shared_ranks(name: str) -> dict[bytes, int]:
+    data = gzip.decompress((SHARED / "vocab" / f"{name}.tiktoken.gz").read_bytes())
+    return {base64.b64decode(tok): int(rank) for tok, rank in (line.split() for line in data.splitlines() if line)}
+
+
+@pytest.fixture(scope="session")
+def toy_encoding() -> bpecore.Encoding:
+    return bpecore.Encoding("toy", toy_ranks(), None, {})
+
+
+@pytest.fixture(scope="session", params=["cl100k_base", "o200k_base"])
+def encoding_name(request) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def corpus():
+    cache: dict[str, str] = {}
+
+    def get(name: str) -> str:
+        if name not in cache:
+            cache[name] = read_corpus(name)
+        return cache[name]
+
+    return get
+
+
+_tiktoken_cache: dict[str, object] = {}
+
+
+@pytest.fixture(scope="session")
+def tiktoken_encoding():
+    """tiktoken.Encoding built from ../shared/vocab (no network), or skip when tiktoken is absent."""
+    tiktoken = pytest.importorskip("tiktoken")
+
+    def get(name: str):
+        if name not in _tiktoken_cache:
+            enc = bpecore.get_encoding(name)
+            _tiktoken_cache[name] = tiktoken.Encoding(
+                name, pat_str=PATTERNS[name], mergeable_ranks=shared_ranks(name), special_tokens=enc.special_tokens
+            )
+        return _tiktoken_cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def token_bytes():
+    """All token byte strings of an encoding, for the token-concatenation strategy."""
+    cache: dict[str, list[bytes]] = {}
+
+    def get(name: str) -> list[bytes]:
+        if name not in cache:
+            cache[name] = bpecore.get_encoding(name).token_byte_values()
+        return cache[name]
+
+    return get
+
+
+def token_concatenation(tokens: list[bytes], max_size: int = 40) -> st.SearchStrategy[str]:
+    """Text made by concatenating random vocabulary tokens (the rust-gems create_test_bytes idea)."""
+    return st.lists(st.sampled_from(tokens), max_size=max_size).map(lambda ts: b"".join(ts).decode("utf-8", "replace"))
+
+
+ADVERSARIAL_CHARS = [" ", "a", "0", "\n", "\t", "'", "s", "A", "\u00a0", "\u3000", "é", "\u0301", "😀", "中", "/", "!", "\r"]
