@@ -6,6 +6,12 @@ from bpecore.vocab cimport Vocab, VocabView
 
 cdef Py_ssize_t encode_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                              vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil
+#: encode_piece without the whole-piece lookup (n >= 1).
+cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil
+#: len(encode_piece(p[:n])) (n >= 1); ``scratch`` is clobbered.
+cdef Py_ssize_t count_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                            vector[uint32_t]& scratch, vector[uint64_t]& bits) noexcept nogil
 
 
 cdef class BacktrackEncoder:
@@ -15,6 +21,6 @@ cdef class BacktrackEncoder:
     cdef object _regex              #: compiled pattern, for patterns without a hand-written scanner
 
     cdef int _pieces(self, str text, const uint8_t** s, Py_ssize_t* n, vector[Py_ssize_t]& ends) except -1
-    cdef void _encode_pieces(self, const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& ends,
-                             vector[uint32_t]& out) noexcept nogil
+    cdef Py_ssize_t _encode_pieces(self, const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& ends,
+                                   vector[uint32_t]& out, bint count_only) noexcept nogil
     cdef list _to_list(self, vector[uint32_t]& out)

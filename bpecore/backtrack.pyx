@@ -18,7 +18,7 @@ from libcpp.vector cimport vector
 from bpecore._types cimport NO_TOKEN
 from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_end
 from bpecore.vocab cimport (
-    Vocab, VocabView, is_valid_pair, lookup, next_match, token_len,
+    Vocab, VocabView, is_valid_pair, lookup_piece, next_match, token_len,
 )
 
 from bpecore.pretokenize import pattern_kind
@@ -29,14 +29,30 @@ cdef Py_ssize_t encode_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
     """Append the BPE encoding of p[:n] to out; return how many tokens were appended."""
     if n <= 0:
         return 0
-    cdef uint32_t token = lookup(v, p, n)
+    cdef uint32_t token = lookup_piece(v, p, n)
     if token != NO_TOKEN:
         out.push_back(token)
         return 1
+    return backtrack_piece(v, p, n, out, bits)
+
+
+cdef Py_ssize_t count_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                            vector[uint32_t]& scratch, vector[uint64_t]& bits) noexcept nogil:
+    """len(BPE of p[:n]) (n >= 1); ``scratch`` is clobbered."""
+    if lookup_piece(v, p, n) != NO_TOKEN:
+        return 1
+    scratch.clear()
+    return backtrack_piece(v, p, n, scratch, bits)
+
+
+cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
+    """encode_piece without the whole-piece lookup (n >= 1)."""
     cdef size_t start = out.size()
     cdef Py_ssize_t pos = 0
     cdef Py_ssize_t end
     cdef uint32_t last, shorter
+    cdef uint32_t token
     bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
     token = next_match(v, p, n)
     while True:
@@ -97,21 +113,31 @@ cdef class BacktrackEncoder:
                 utf8_offsets(s[0], n[0], ends)
         return 0
 
-    cdef void _encode_pieces(self, const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& ends,
-                             vector[uint32_t]& out) noexcept nogil:
+    cdef Py_ssize_t _encode_pieces(self, const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& ends,
+                                   vector[uint32_t]& out, bint count_only) noexcept nogil:
+        """Encode (append to ``out``) or count (``out`` is scratch) the pieces of s[:n]; returns the count."""
         cdef const VocabView* v = &self.vocab.view
         cdef vector[uint64_t] bits
-        cdef Py_ssize_t pos = 0, end
+        cdef Py_ssize_t pos = 0, end, total = 0
         cdef size_t k
-        if self.kind == PAT_REGEX:
+        cdef int kind = self.kind
+        if kind == PAT_REGEX:
             for k in range(ends.size()):
-                encode_piece(v, s + pos, ends[k] - pos, out, bits)
+                if ends[k] > pos:
+                    if count_only:
+                        total += count_piece(v, s + pos, ends[k] - pos, out, bits)
+                    else:
+                        encode_piece(v, s + pos, ends[k] - pos, out, bits)
                 pos = ends[k]
         else:
             while pos < n:
-                end = next_piece_end(self.kind, s, n, pos)
-                encode_piece(v, s + pos, end - pos, out, bits)
+                end = next_piece_end(kind, s, n, pos)
+                if count_only:
+                    total += count_piece(v, s + pos, end - pos, out, bits)
+                else:
+                    encode_piece(v, s + pos, end - pos, out, bits)
                 pos = end
+        return total if count_only else <Py_ssize_t>out.size()
 
     def encode(self, str text):
         """Token ids of ``text`` (no special tokens). Raises UnicodeEncodeError on lone surrogates."""
@@ -122,20 +148,19 @@ cdef class BacktrackEncoder:
         self._pieces(text, &s, &n, ends)
         with nogil:
             out.reserve(n // 3 + 16)
-            self._encode_pieces(s, n, ends, out)
+            self._encode_pieces(s, n, ends, out, False)
         return self._to_list(out)
 
     def count(self, str text):
         """len(encode(text)), without building Python objects per token."""
         cdef const uint8_t* s
-        cdef Py_ssize_t n
+        cdef Py_ssize_t n, total
         cdef vector[Py_ssize_t] ends
-        cdef vector[uint32_t] out
+        cdef vector[uint32_t] scratch
         self._pieces(text, &s, &n, ends)
         with nogil:
-            out.reserve(n // 3 + 16)
-            self._encode_pieces(s, n, ends, out)
-        return out.size()
+            total = self._encode_pieces(s, n, ends, scratch, True)
+        return total
 
     def encode_single_piece(self, const uint8_t[::1] data):
         """BPE of ``data`` as one piece (no pre-tokenization)."""

@@ -5,6 +5,27 @@ from libcpp.vector cimport vector
 from bpecore._types cimport token_t, NO_TOKEN
 
 
+cdef struct PieceEntry:
+    # One slot of the whole-piece table (reachable tokens only), 16 bytes: a hit on a token of up
+    # to 8 bytes reads this cache line and nothing else.
+    uint64_t head                   #: first min(len, 8) bytes, little-endian, zero padded
+    uint32_t token                  #: the token (NO_TOKEN = empty slot)
+    uint32_t len                    #: its length in bytes
+
+
+cdef struct TrieEntry:
+    # One slot of the longest-match trie, 16 bytes: a step reads one cache line.
+    uint64_t key                    #: (node + 1) << 8 | byte (0 = empty slot)
+    uint32_t child                  #: child node
+    uint32_t token                  #: reachable token spelled by the child node, or NO_TOKEN
+
+
+cdef struct PairEntry:
+    uint64_t key                    #: (left << 32 | right) + 1 (0 = empty slot)
+    uint32_t merged                 #: merged token of that pair
+    uint32_t pad
+
+
 cdef struct VocabView:
     # Read-only raw view of a built Vocab, for nogil code. Pointers stay valid while the Vocab lives.
     const uint8_t* all_bytes        #: token bytes, concatenated in rank order
@@ -24,6 +45,51 @@ cdef struct VocabView:
     uint64_t trie_mask
     const uint32_t* node_token      #: reachable token spelled by trie node, or NO_TOKEN
     uint32_t n_tokens
+    const PieceEntry* pieces        #: open addressing, piece_hash -> reachable token with inline head
+    uint32_t piece_shift            #: slot = piece_hash >> piece_shift (table size 2**(64 - shift))
+    const TrieEntry* trie           #: trie_keys/trie_vals/node_token as one table (same slots)
+    const PairEntry* pairs          #: pair_keys/pair_vals as one table (same slots)
+    const uint32_t* byte_token      #: token of the single byte b (256 entries)
+
+
+cdef inline uint64_t load_head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # p[:min(n, 8)] as a little-endian word, zero padded, without reading outside p[:n] (n >= 1).
+    cdef uint64_t w = 0
+    cdef uint32_t a = 0, b = 0
+    if n >= 8:
+        memcpy(&w, p, 8)
+        return w
+    if n >= 4:
+        memcpy(&a, p, 4)
+        memcpy(&b, p + n - 4, 4)
+        return <uint64_t>a | (<uint64_t>b << ((n - 4) * 8))
+    return <uint64_t>p[0] | (<uint64_t>p[n >> 1] << ((n >> 1) * 8)) | (<uint64_t>p[n - 1] << ((n - 1) * 8))
+
+
+cdef inline uint64_t piece_hash(const uint8_t* p, Py_ssize_t n, uint64_t head) noexcept nogil:
+    # Multiplicative hash of (head, last 8 bytes, n); the slot is the top bits.
+    cdef uint64_t tail = 0
+    cdef uint64_t h = (head ^ (<uint64_t>n << 58)) * 0x9E3779B97F4A7C15ULL
+    if n > 8:
+        memcpy(&tail, p + n - 8, 8)
+        h = (h ^ (h >> 29) ^ tail) * 0xC2B2AE3D27D4EB4FULL
+    return h
+
+
+cdef inline uint32_t lookup_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # Same answer as lookup(v, p, n) (n >= 1): the reachable token spelled p[:n], or NO_TOKEN.
+    cdef uint64_t head = load_head(p, n)
+    cdef uint64_t mask = (<uint64_t>1 << (64 - v.piece_shift)) - 1
+    cdef uint64_t i = piece_hash(p, n, head) >> v.piece_shift
+    cdef const PieceEntry* e
+    while True:
+        e = &v.pieces[i]
+        if e.token == NO_TOKEN:
+            return NO_TOKEN
+        if e.head == head and e.len == <uint32_t>n:
+            if n <= 8 or memcmp(v.all_bytes + v.token_starts[e.token] + 8, p + 8, n - 8) == 0:
+                return e.token
+        i = (i + 1) & mask
 
 
 cdef inline uint64_t hash_bytes(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -84,9 +150,9 @@ cdef inline uint32_t pair_lookup(const VocabView* v, uint32_t a, uint32_t b) noe
     cdef uint64_t i = hash_u64(key) & v.pair_mask
     cdef uint64_t k
     while True:
-        k = v.pair_keys[i]
+        k = v.pairs[i].key
         if k == key:
-            return v.pair_vals[i]
+            return v.pairs[i].merged
         if k == 0:
             return NO_TOKEN
         i = (i + 1) & v.pair_mask
@@ -109,16 +175,22 @@ cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t
     # Longest reachable token that is a prefix of p[:n] (n >= 1). Single bytes are always tokens.
     cdef uint32_t node = v.root_child[p[0]]
     cdef uint32_t best = v.node_token[node]
-    cdef uint32_t t
-    cdef Py_ssize_t i = 1
-    while i < n:
-        node = trie_child(v, node, p[i])
-        if node == NO_TOKEN:
-            break
-        t = v.node_token[node]
-        if t != NO_TOKEN:
-            best = t
-        i += 1
+    cdef uint64_t key, i, k
+    cdef Py_ssize_t j = 1
+    while j < n:
+        key = ((<uint64_t>node + 1) << 8) | p[j]
+        i = hash_u64(key) & v.trie_mask
+        while True:
+            k = v.trie[i].key
+            if k == key:
+                break
+            if k == 0:
+                return best
+            i = (i + 1) & v.trie_mask
+        node = v.trie[i].child
+        if v.trie[i].token != NO_TOKEN:
+            best = v.trie[i].token
+        j += 1
     return best
 
 
@@ -172,6 +244,12 @@ cdef class Vocab:
     cdef vector[uint32_t] ids
     #: Internal index of external id e (NO_TOKEN for gaps); empty when ids are 0..n-1.
     cdef vector[uint32_t] index_of_id
+    #: Reachable tokens by their bytes, head inline (VocabView.pieces); load factor <= 0.5.
+    cdef vector[PieceEntry] pieces
+    #: trie_keys/trie_vals + node_token of the child, and pair_keys/pair_vals, one slot each.
+    cdef vector[TrieEntry] trie
+    cdef vector[PairEntry] pairs
+    cdef vector[uint32_t] byte_token
     cdef VocabView view
     cdef readonly uint32_t n_tokens
     cdef readonly uint32_t max_token_len
@@ -179,5 +257,7 @@ cdef class Vocab:
     cdef readonly uint32_t n_unreachable
 
     cdef _compute_next_prefix(self)
+    cdef _build_fast_tables(self)
+    cdef _shrink_trie(self)
     cdef _sync_view(self)
     cdef object _rank(self, uint32_t i)

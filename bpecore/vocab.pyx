@@ -19,7 +19,8 @@ from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
 from bpecore.vocab cimport (
-    VocabView, hash_bytes, hash_u64, is_valid_pair, lookup_any, trie_child,
+    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, hash_u64, is_valid_pair, load_head,
+    lookup_any, piece_hash, trie_child,
 )
 
 
@@ -151,7 +152,7 @@ cdef class Vocab:
                     self.trie_vals[slot] = child
                 node = child
             self.node_token[node] = i
-        self._sync_view()
+        self._shrink_trie()
         self._compute_next_prefix()
 
         # splits, in rank order: the longest prefix token whose remainder is a token and which
@@ -159,6 +160,11 @@ cdef class Vocab:
         size = _table_size(n)
         self.pair_keys.assign(size, 0)
         self.pair_vals.assign(size, NO_TOKEN)
+        self.pairs.resize(size)
+        for slot in range(size):
+            self.pairs[slot].key = 0
+            self.pairs[slot].merged = NO_TOKEN
+            self.pairs[slot].pad = 0
         self._sync_view()
         for i in range(n):
             length = self.token_starts[i + 1] - self.token_starts[i]
@@ -180,6 +186,8 @@ cdef class Vocab:
                             slot = (slot + 1) & (size - 1)
                         self.pair_keys[slot] = key
                         self.pair_vals[slot] = i
+                        self.pairs[slot].key = key
+                        self.pairs[slot].merged = i
                         self.split_left[i] = t1
                         self.split_right[i] = t2
                         break
@@ -204,7 +212,65 @@ cdef class Vocab:
                         node = trie_child(&self.view, node, p[j])
                     self.node_token[node] = NO_TOKEN
             self._compute_next_prefix()
+        self._build_fast_tables()
         self._sync_view()
+
+    cdef _shrink_trie(self):
+        """Re-insert the trie into a table sized by its node count (load factor <= 0.5)."""
+        cdef uint64_t size = _table_size(self.node_token.size()), mask = size - 1, slot, k
+        cdef vector[uint64_t] keys
+        cdef vector[uint32_t] vals
+        keys.assign(size, 0)
+        vals.assign(size, 0)
+        for k in range(self.trie_keys.size()):
+            if self.trie_keys[k] != 0:
+                slot = hash_u64(self.trie_keys[k]) & mask
+                while keys[slot] != 0:
+                    slot = (slot + 1) & mask
+                keys[slot] = self.trie_keys[k]
+                vals[slot] = self.trie_vals[k]
+        self.trie_keys.swap(keys)
+        self.trie_vals.swap(vals)
+        self._sync_view()
+
+    cdef _build_fast_tables(self):
+        """The cache-friendly twins of the tables above (VocabView.pieces, trie, pairs, byte_token)."""
+        cdef uint64_t size, slot, k, head
+        cdef uint32_t i, length, bits = 4, t
+        cdef const uint8_t* p
+        cdef uint8_t byte_value
+        # whole pieces: reachable tokens only, load factor <= 0.5
+        while (<uint64_t>1 << bits) < 2 * <uint64_t>self.n_tokens:
+            bits += 1
+        size = <uint64_t>1 << bits
+        self.pieces.resize(size)
+        for slot in range(size):
+            self.pieces[slot].head = 0
+            self.pieces[slot].token = NO_TOKEN
+            self.pieces[slot].len = 0
+        for i in range(self.n_tokens):
+            if not self.reachable[i]:
+                continue
+            p = &self.all_bytes[0] + self.token_starts[i]
+            length = self.token_starts[i + 1] - self.token_starts[i]
+            head = load_head(p, length)
+            slot = piece_hash(p, length, head) >> (64 - bits)
+            while self.pieces[slot].token != NO_TOKEN:
+                slot = (slot + 1) & (size - 1)
+            self.pieces[slot].head = head
+            self.pieces[slot].token = i
+            self.pieces[slot].len = length
+        self.view.piece_shift = 64 - bits
+        # trie: same slots as trie_keys, with the child's token inline
+        self.trie.resize(self.trie_keys.size())
+        for k in range(self.trie_keys.size()):
+            self.trie[k].key = self.trie_keys[k]
+            self.trie[k].child = self.trie_vals[k]
+            self.trie[k].token = self.node_token[self.trie_vals[k]] if self.trie_keys[k] != 0 else NO_TOKEN
+        self.byte_token.resize(256)
+        for k in range(256):
+            byte_value = k
+            self.byte_token[k] = lookup_any(&self.view, &byte_value, 1)
 
     cdef _compute_next_prefix(self):
         cdef uint32_t i, j, node, t, best, length
@@ -239,6 +305,10 @@ cdef class Vocab:
         self.view.trie_mask = self.trie_keys.size() - 1 if self.trie_keys.size() else 0
         self.view.node_token = self.node_token.data()
         self.view.n_tokens = self.n_tokens
+        self.view.pieces = self.pieces.data()
+        self.view.trie = self.trie.data()
+        self.view.pairs = self.pairs.data()
+        self.view.byte_token = self.byte_token.data()
 
     cdef object _rank(self, uint32_t i):
         return self.ids[i] if self.ids.size() else i
