@@ -181,6 +181,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=1, help="repeat the training text N times")
     ap.add_argument("--superbpe", type=float, default=0.8, help="SuperBPE transition as a fraction of the vocab size")
+    ap.add_argument("--trainers", nargs="+", default=["hf", "bpecore", "superbpe"], choices=["hf", "bpecore", "superbpe"])
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--vocab", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--train", help=argparse.SUPPRESS)
@@ -190,12 +191,12 @@ def main() -> None:
         _child(args.child, args.vocab, args.train, args.out, args.superbpe)
         return
 
-    kinds = ["hf", "bpecore", "superbpe"]
+    kinds = list(args.trainers)
     try:
         import tokenizers  # noqa: F401
     except ImportError:
         print("(Hugging Face tokenizers not installed: bpecore only)")
-        kinds = kinds[1:]
+        kinds = [k for k in kinds if k != "hf"]
     workdir = Path(tempfile.mkdtemp(prefix="bench_train_"))
     train_file, held = _prepare(workdir, args.repeat)
     size_mb = os.path.getsize(train_file) / 1e6

@@ -58,7 +58,7 @@ SUPERBPE_PATTERN = "|".join(
     ]
 )
 
-CHUNK_BYTES = 1 << 21  #: target size of one task sent to a worker
+CHUNK_BYTES = 1 << 20  #: target size of one task sent to a worker
 MAX_CARRY = 1 << 26  #: longest text kept waiting for a cut point before it is cut anyway
 _NONE_KIND = pattern_kind(None)
 _REGEX_KIND = pattern_kind(r"\X")
@@ -256,7 +256,7 @@ def _count_all(
                 progress(total_bytes)
         return counter.result(), total_bytes
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    tasks: mp.Queue = ctx.Queue(maxsize=2 * workers)
+    tasks: mp.Queue = ctx.Queue(maxsize=workers)
     results: mp.Queue = ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(tasks, results, patterns, specials), daemon=True) for _ in range(workers)]
     for p in procs:

@@ -23,7 +23,7 @@ shared with other jobs, load average 4-6; benches/bench_train.py, medians of 3):
   piece) takes 0.15 s. Kept. Patterns without a scanner (custom, SuperBPE stage 2) use ``regex``.
 - Processes: on this loaded VM two counting processes gave no speedup (two halves took 0.54 s and
   0.85 s against 0.86 s for the whole in one process), and fork + pickling made 3 MB slower
-  (0.35 s vs 0.22 s). So ``workers=None`` counts in-process below two chunks (4 MiB).
+  (0.35 s vs 0.22 s). So ``workers=None`` counts in-process below two chunks (2 MiB).
 - Heap: own binary heap with the tie-break in the comparator (memcmp of token bytes); entries are
   re-pushed lazily when popped with a stale count. Counts of existing pairs only decrease (pairs
   that grow always contain the new token), so a popped entry whose count is current is the max.
@@ -51,27 +51,22 @@ from bpecore.vocab cimport hash_u64
 def count_pieces(int kind, const uint8_t[::1] utf8, dict counts):
     """Add the pieces of the valid UTF-8 ``utf8`` to ``counts`` (bytes -> int), for a scanner kind.
 
-    ``kind`` is a pretokenize PatternKind with a hand-written scanner (cl100k, o200k, r50k).
+    ``kind`` is a pretokenize PatternKind with a hand-written scanner (cl100k, o200k, r50k). The GIL
+    is held throughout (each piece becomes a dict key at once; no list of piece ends is kept).
     """
     cdef Py_ssize_t n = utf8.shape[0], pos = 0, start
-    cdef vector[Py_ssize_t] ends
     cdef PyObject* old
-    cdef Py_ssize_t i
     if n == 0:
         return
-    with nogil:
-        while pos < n:
-            pos = next_piece_end(kind, &utf8[0], n, pos)
-            ends.push_back(pos)
-    start = 0
-    for i in range(<Py_ssize_t>ends.size()):
-        piece = PyBytes_FromStringAndSize(<const char*>&utf8[start], ends[i] - start)
+    while pos < n:
+        start = pos
+        pos = next_piece_end(kind, &utf8[0], n, pos)
+        piece = PyBytes_FromStringAndSize(<const char*>&utf8[start], pos - start)
         old = PyDict_GetItem(counts, piece)
         if old == NULL:
             PyDict_SetItem(counts, piece, 1)
         else:
             PyDict_SetItem(counts, piece, <object>old + 1)
-        start = ends[i]
 
 
 cdef int STEP_MERGED = 0
