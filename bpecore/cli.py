@@ -1,0 +1,219 @@
+"""The ``bpecore`` command: ``count``, ``encode``, ``chunk`` (more subcommands plug in below).
+
+Each subcommand is one ``_add_<name>(subparsers)`` function that builds its parser and sets
+``func`` to a handler ``(args) -> exit code``; ``_SUBCOMMANDS`` lists them in help order, so a new
+subcommand (``serve``, ``train``) is one function and one list entry. Files are read as UTF-8;
+with no file, stdin is read. Exit codes: 0 ok, 1 an input could not be read, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Callable, TextIO
+
+DEFAULT_ENCODING = "cl100k_base"
+PROGRESS_MIN_CHARS = 1 << 20  # show a progress bar for inputs at least this long (on a terminal)
+
+
+class _InputError(Exception):
+    pass
+
+
+def _read(path: str | None) -> str:
+    """The text of ``path`` (``None`` or ``-``: stdin), decoded as strict UTF-8."""
+    try:
+        if path is None or path == "-":
+            data = sys.stdin.buffer.read()
+            path = "<stdin>"
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+        return data.decode("utf-8")
+    except OSError as e:
+        raise _InputError(f"bpecore: {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise _InputError(f"bpecore: {path}: not UTF-8 (byte {e.start}: {e.reason})") from None
+
+
+def _encoding(name: str):
+    from bpecore.registry import get_encoding
+
+    try:
+        return get_encoding(name)
+    except (KeyError, ValueError) as e:
+        raise _InputError(f"bpecore: {e}") from None
+
+
+class _Progress:
+    """A one-line progress bar on stderr: ``[####......]  42%  12.3 MB/s``."""
+
+    def __init__(self, total: int, stream: TextIO, label: str) -> None:
+        self.total = max(total, 1)
+        self.stream = stream
+        self.label = label
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+
+    def update(self, done: int, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self.last < 0.1:
+            return
+        self.last = now
+        frac = min(done / self.total, 1.0)
+        rate = done / max(now - self.t0, 1e-9) / 1e6
+        bar = "#" * int(frac * 30)
+        self.stream.write(f"\r{self.label} [{bar:<30}] {frac:4.0%} {rate:7.1f} M chars/s")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.update(self.total, force=True)
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def _want_progress(flag: bool | None, n_chars: int) -> bool:
+    if flag is not None:
+        return flag
+    return n_chars >= PROGRESS_MIN_CHARS and sys.stderr.isatty()
+
+
+# ------------------------------------------------------------------------------ count
+def _add_count(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("count", help="count tokens of files (or stdin)", description="Exact token counts, one line per file, then a total.")
+    p.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files; none or '-' reads stdin")
+    _encoding_option(p)
+    p.set_defaults(func=_run_count)
+
+
+def _run_count(args: argparse.Namespace) -> int:
+    enc = _encoding(args.encoding)
+    if not args.files:
+        print(enc.count(_read(None)))
+        return 0
+    status, total = 0, 0
+    for path in args.files:
+        try:
+            n = enc.count(_read(path))
+        except _InputError as e:
+            print(e, file=sys.stderr)
+            status = 1
+            continue
+        total += n
+        print(f"{n}\t{path}")
+    if len(args.files) > 1:
+        print(f"{total}\ttotal")
+    return status
+
+
+# ------------------------------------------------------------------------------ encode
+def _add_encode(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("encode", help="print token ids of a file (or stdin)", description="Token ids, space-separated, on one line.")
+    p.add_argument("file", nargs="?", metavar="FILE", help="a UTF-8 text file; none or '-' reads stdin")
+    _encoding_option(p)
+    p.add_argument("--json", action="store_true", help="print a JSON array instead")
+    p.set_defaults(func=_run_encode)
+
+
+def _run_encode(args: argparse.Namespace) -> int:
+    enc = _encoding(args.encoding)
+    ids = enc.encode_ordinary(_read(args.file))
+    print(json.dumps(ids) if args.json else " ".join(map(str, ids)))
+    return 0
+
+
+# ------------------------------------------------------------------------------ chunk
+def _add_chunk(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "chunk",
+        help="split a file (or stdin) into chunks of at most N tokens",
+        description="Chunks of at most --max-tokens tokens each (exact), ending at the best boundary available.",
+    )
+    p.add_argument("file", nargs="?", metavar="FILE", help="a UTF-8 text file; none or '-' reads stdin")
+    p.add_argument("--max-tokens", "-n", type=_positive_int, required=True, metavar="N", help="most tokens per chunk")
+    p.add_argument("--overlap", type=_non_negative_int, default=0, metavar="K", help="tokens each chunk may repeat from the previous one (default 0)")
+    p.add_argument("--markdown", action="store_true", help="prefer cuts before Markdown headings")
+    p.add_argument("--no-trim", dest="trim", action="store_false", help="keep whitespace at chunk edges (chunks then tile the text)")
+    p.add_argument("--jsonl", action="store_true", help="one JSON object per chunk: index, start, end, tokens, text")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar on stderr (default: for inputs over 1M chars on a terminal)")
+    _encoding_option(p)
+    p.set_defaults(func=_run_chunk)
+
+
+def _run_chunk(args: argparse.Namespace) -> int:
+    from bpecore.chunker import _iter_chunks
+
+    if args.overlap >= args.max_tokens:
+        raise _InputError(f"bpecore: --overlap ({args.overlap}) must be less than --max-tokens ({args.max_tokens})")
+    enc = _encoding(args.encoding)
+    text = _read(args.file)
+    progress = _Progress(len(text), sys.stderr, "chunk") if _want_progress(args.progress, len(text)) else None
+    out = sys.stdout
+    try:
+        for i, c in enumerate(_iter_chunks(text, enc, args.max_tokens, args.overlap, args.trim, args.markdown)):
+            if args.jsonl:
+                out.write(json.dumps({"index": i, "start": c.start, "end": c.end, "tokens": c.tokens, "text": c.text}, ensure_ascii=False))
+                out.write("\n")
+            else:
+                out.write(f"--- chunk {i}: chars {c.start}-{c.end}, {c.tokens} tokens ---\n{c.text}\n")
+            if progress:
+                progress.update(c.end)
+    except ValueError as e:
+        raise _InputError(f"bpecore: {e}") from None
+    if progress:
+        progress.close()
+    return 0
+
+
+# ------------------------------------------------------------------------------ plumbing
+def _encoding_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--encoding", "-e", default=DEFAULT_ENCODING, help=f"encoding name (default {DEFAULT_ENCODING})")
+
+
+def _positive_int(s: str) -> int:
+    v = int(s)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _non_negative_int(s: str) -> int:
+    v = int(s)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+#: Subcommands, in help order: each adds its parser to the subparsers and sets ``func``.
+_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_count, _add_encode, _add_chunk]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from bpecore import __version__
+
+    parser = argparse.ArgumentParser(prog="bpecore", description="Exact BPE token counting, encoding and chunking (tiktoken-identical).")
+    parser.add_argument("--version", action="version", version=f"bpecore {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``bpecore`` command line; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except _InputError as e:
+        print(e, file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # Output closed early (``bpecore chunk big.txt | head``): not an error.
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
