@@ -1,0 +1,116 @@
+"""Chunking: bpecore.chunk vs semantic-text-splitter and LangChain, side by side in one run.
+
+Usage: python benches/bench_chunk.py [--corpora english code multilingual] [--limits 128 512 2048]
+                                     [--size BYTES] [--runs N] [--splitters NAME ...]
+For each corpus (the first --size bytes of ../shared/corpora/<name>.1mb.txt.gz, default the whole
+file), each limit and each splitter it reports MB/s (UTF-8 input bytes / best of --runs), the
+number of chunks, the mean fill (tokens / limit, counted by tiktoken) and how many chunks exceed
+the limit by tiktoken's count. Every contender counts with cl100k_base:
+  bpecore           bpecore.chunk(text, "cl100k_base", limit)          (trim, no overlap)
+  sts               semantic_text_splitter.TextSplitter.from_tiktoken_model("gpt-4", limit)
+                    (its Rust tiktoken, vocab compiled in: no network)
+  sts-callback      TextSplitter.from_callback(len(tiktoken.encode_ordinary(s)), limit)
+  langchain-token   langchain_text_splitters.TokenTextSplitter(encoding_name="cl100k_base")
+  langchain-recursive  RecursiveCharacterTextSplitter.from_tiktoken_encoder(...)
+tiktoken is built from ../shared/vocab (no download) and put in tiktoken's registry cache so the
+LangChain splitters find it. Splitters that are not installed are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the in-place build, if not installed
+import bpecore
+from bpecore.registry import CL100K_PATTERN
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def load_tiktoken():
+    import tiktoken
+    import tiktoken.registry
+
+    data = gzip.decompress((SHARED / "vocab" / "cl100k_base.tiktoken.gz").read_bytes())
+    ranks = {base64.b64decode(t): int(r) for t, r in (line.split() for line in data.splitlines() if line)}
+    enc = tiktoken.Encoding(
+        "cl100k_base", pat_str=CL100K_PATTERN, mergeable_ranks=ranks, special_tokens=bpecore.get_encoding("cl100k_base").special_tokens
+    )
+    tiktoken.registry.ENCODINGS["cl100k_base"] = enc  # so get_encoding("cl100k_base") needs no network
+    return enc
+
+
+def splitters(tik) -> dict[str, Callable[[int], Callable[[str], list[str]]]]:
+    """name -> (limit -> (text -> chunk texts)); construction is outside the timed call."""
+    out: dict[str, Callable[[int], Callable[[str], list[str]]]] = {}
+    enc = bpecore.get_encoding("cl100k_base")
+    out["bpecore"] = lambda n: lambda text: [c.text for c in bpecore.chunker.chunk(text, enc, n)]
+    try:
+        from semantic_text_splitter import TextSplitter
+
+        out["sts"] = lambda n: TextSplitter.from_tiktoken_model("gpt-4", n).chunks
+        out["sts-callback"] = lambda n: TextSplitter.from_callback(lambda s: len(tik.encode_ordinary(s)), n).chunks
+    except ImportError:
+        print("# semantic-text-splitter not installed: skipped", file=sys.stderr)
+    try:
+        from langchain_text_splitters import RecursiveCharacterTextSplitter, TokenTextSplitter
+
+        out["langchain-token"] = lambda n: TokenTextSplitter(encoding_name="cl100k_base", chunk_size=n, chunk_overlap=0).split_text
+        out["langchain-recursive"] = lambda n: RecursiveCharacterTextSplitter.from_tiktoken_encoder(
+            encoding_name="cl100k_base", chunk_size=n, chunk_overlap=0
+        ).split_text
+    except ImportError:
+        print("# langchain-text-splitters not installed: skipped", file=sys.stderr)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpora", nargs="+", default=["english", "code", "multilingual"])
+    ap.add_argument("--limits", nargs="+", type=int, default=[128, 512, 2048])
+    ap.add_argument("--size", type=int, default=0, help="bytes of each corpus to use (0: all)")
+    ap.add_argument("--runs", type=int, default=1, help="report the best of this many runs")
+    ap.add_argument("--splitters", nargs="+", default=None, help="subset of contenders to run")
+    args = ap.parse_args()
+
+    import bpecore.chunker  # noqa: F401  (the name used by the bpecore contender)
+
+    tik = load_tiktoken()
+    contenders = splitters(tik)
+    if args.splitters:
+        contenders = {k: v for k, v in contenders.items() if k in args.splitters}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()
+    enc = bpecore.get_encoding("cl100k_base")
+    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, commit {commit}, "
+          f"interval_counter={'yes' if hasattr(enc, 'interval_counter') else 'no (slow exact adapter)'}")
+    print(f"| {'corpus':12} | {'limit':>5} | {'splitter':19} | {'MB/s':>7} | {'chunks':>6} | {'mean fill':>9} | {'over limit':>10} |")
+    print(f"|{'-' * 14}|{'-' * 7}|{'-' * 21}|{'-' * 9}|{'-' * 8}|{'-' * 11}|{'-' * 12}|")
+    for name in args.corpora:
+        text = gzip.decompress((SHARED / "corpora" / f"{name}.1mb.txt.gz").read_bytes()).decode("utf-8")
+        if args.size:
+            text = text.encode("utf-8")[: args.size].decode("utf-8", "ignore")
+        mb = len(text.encode("utf-8")) / 1e6
+        for limit in args.limits:
+            for label, make in contenders.items():
+                split = make(limit)
+                best = float("inf")
+                for _ in range(args.runs):
+                    t0 = time.perf_counter()
+                    chunks = split(text)
+                    best = min(best, time.perf_counter() - t0)
+                counts = [len(tik.encode_ordinary(c)) for c in chunks]
+                fill = sum(counts) / len(counts) / limit if counts else 0.0
+                over = sum(c > limit for c in counts)
+                print(f"| {name:12} | {limit:5d} | {label:19} | {mb / best:7.2f} | {len(chunks):6d} | {fill:9.3f} | {over:10d} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
