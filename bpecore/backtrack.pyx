@@ -11,17 +11,29 @@ Memory: the output vector plus n/8 bytes of dead-end bits per piece.
 Pieces that are themselves a token (most of them in real text) take one hash lookup.
 """
 
+from cpython cimport array
+from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
 from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_end
 from bpecore.vocab cimport (
-    Vocab, VocabView, is_valid_pair, lookup_piece, next_match, token_len,
+    Vocab, VocabView, is_valid_pair, load_head, lookup_piece, lookup_piece_hashed, next_match,
+    piece_hash, token_len,
 )
 
+import array as _array
+
 from bpecore.pretokenize import pattern_kind
+
+cdef extern from "Python.h":
+    PyObject** PySequence_Fast_ITEMS(object o)
+    void Py_INCREF_p "Py_INCREF"(PyObject* o)
+    void PyList_SET_ITEM_p "PyList_SET_ITEM"(object lst, Py_ssize_t i, PyObject* o)
+    object PyList_New(Py_ssize_t n)
 
 
 cdef Py_ssize_t encode_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -76,6 +88,96 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
     return out.size() - start
 
 
+cdef struct CacheSlot:
+    uint64_t hash       #: piece_hash of the piece
+    uint32_t start      #: byte offset of an earlier occurrence in the text
+    uint32_t len        #: its length (0 = empty slot)
+    uint32_t first      #: index in ``out`` of its first token (encode)
+    uint32_t ntok       #: its token count
+
+
+cdef enum:
+    CACHE_MAX_BITS = 14     #: at most 16384 slots x 24 bytes = 384 KB
+    CACHE_MIN_TEXT = 4096   #: texts shorter than this do not use the cache
+
+
+cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
+                            const vector[Py_ssize_t]& ends, vector[uint32_t]& out,
+                            bint count_only) noexcept nogil:
+    """Encode (append to ``out``) or count the UTF-8 text s[:n]; returns its token count.
+
+    Pieces come from the scanner ``kind``, or are cut at ``ends`` for PAT_REGEX. A piece that is a
+    token costs one probe of the whole-piece table. Other pieces go through backtrack_piece, and in
+    texts of CACHE_MIN_TEXT bytes or more they are remembered in a direct-mapped cache local to this
+    call (key: the piece's bytes, found again by memcmp against the text), so a repeated word is
+    copied instead of encoded again. With ``count_only``, ``out`` is scratch space.
+    """
+    cdef vector[uint64_t] bits
+    cdef vector[CacheSlot] cache
+    cdef CacheSlot* slot = NULL
+    cdef bint use_cache = (n >= CACHE_MIN_TEXT) & (n < <Py_ssize_t>0xFFFFFFFFU)
+    cdef Py_ssize_t pos = 0, end, length, total = 0, k, ntok
+    cdef size_t e = 0, n_ends = ends.size()
+    cdef uint64_t head, h
+    cdef uint32_t token, first
+    cdef const uint8_t* p
+    cdef int cache_bits = 8   # one slot per 64 bytes of text, 256 to 2**CACHE_MAX_BITS slots
+    while cache_bits < CACHE_MAX_BITS and (n >> (cache_bits + 6)) > 0:
+        cache_bits += 1
+    while True:
+        if kind == PAT_REGEX:
+            if e == n_ends:
+                break
+            end = ends[e]
+            e += 1
+            if end <= pos:
+                continue
+        else:
+            if pos >= n:
+                break
+            end = next_piece_end(kind, s, n, pos)
+        p = s + pos
+        length = end - pos
+        head = load_head(p, length)
+        h = piece_hash(p, length, head)
+        token = lookup_piece_hashed(v, p, length, head, h)
+        if token != NO_TOKEN:
+            if count_only:
+                total += 1
+            else:
+                out.push_back(token)
+            pos = end
+            continue
+        if use_cache:
+            if cache.size() == 0:
+                cache.resize(1 << cache_bits)
+            slot = &cache[h >> (64 - cache_bits)]
+            if slot.len == <uint32_t>length and slot.hash == h and memcmp(s + slot.start, p, length) == 0:
+                if count_only:
+                    total += slot.ntok
+                else:
+                    first = slot.first
+                    for k in range(slot.ntok):
+                        token = out[first + k]
+                        out.push_back(token)
+                pos = end
+                continue
+        if count_only:
+            out.clear()
+            ntok = backtrack_piece(v, p, length, out, bits)
+            total += ntok
+        else:
+            ntok = backtrack_piece(v, p, length, out, bits)
+        if use_cache:
+            slot.hash = h
+            slot.start = <uint32_t>pos
+            slot.len = <uint32_t>length
+            slot.first = <uint32_t>(out.size() - ntok)
+            slot.ntok = <uint32_t>ntok
+        pos = end
+    return total if count_only else <Py_ssize_t>out.size()
+
+
 cdef void utf8_offsets(const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& chars) noexcept nogil:
     """Replace the char offsets in ``chars`` (ascending) by byte offsets into the UTF-8 ``s[:n]``."""
     cdef Py_ssize_t byte = 0, char_i = 0, k
@@ -88,16 +190,40 @@ cdef void utf8_offsets(const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& chars
         chars[k] = byte
 
 
+cdef list _INTS = []   #: _INTS[i] is the int i: token lists are built from shared objects
+
+
+cdef list ids_to_list(const uint32_t* ids, Py_ssize_t k, const uint32_t* id_map, uint32_t max_id):
+    """[id_map[ids[i]] (or ids[i] when id_map is NULL) for i < k], items taken from _INTS."""
+    cdef Py_ssize_t i
+    if <Py_ssize_t>len(_INTS) <= max_id:
+        _INTS.extend(range(len(_INTS), max_id + 1))
+    cdef PyObject** ints = PySequence_Fast_ITEMS(_INTS)
+    cdef PyObject* o
+    cdef list result = PyList_New(k)
+    for i in range(k):
+        o = ints[id_map[ids[i]] if id_map != NULL else ids[i]]
+        Py_INCREF_p(o)
+        PyList_SET_ITEM_p(result, i, o)
+    return result
+
+
+cdef array.array _UINT32 = _array.array("I")
+
+
 cdef class BacktrackEncoder:
     """Pre-tokenizer + backtracking BPE over one Vocab; every method releases the GIL while it encodes.
 
     ``kind`` says who cuts pieces: a hand-written scanner (pretokenize.pyx), the `regex` module
     (``_regex``, for any other pattern), or nobody (``pattern is None``: one piece).
-    Returned ids are external ids (the ranks of ``mergeable_ranks``).
+    Returned ids are external ids (the ranks of ``mergeable_ranks``). Nothing is mutated while
+    encoding: any number of threads may use one encoder at once.
     """
 
     def __init__(self, Vocab vocab, pattern):
         import regex
+        if _UINT32.itemsize != 4:
+            raise RuntimeError("array('I') is not 32-bit on this platform")
         self.vocab = vocab
         self.pattern = pattern
         self.kind = pattern_kind(pattern)
@@ -115,29 +241,11 @@ cdef class BacktrackEncoder:
 
     cdef Py_ssize_t _encode_pieces(self, const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& ends,
                                    vector[uint32_t]& out, bint count_only) noexcept nogil:
-        """Encode (append to ``out``) or count (``out`` is scratch) the pieces of s[:n]; returns the count."""
-        cdef const VocabView* v = &self.vocab.view
-        cdef vector[uint64_t] bits
-        cdef Py_ssize_t pos = 0, end, total = 0
-        cdef size_t k
-        cdef int kind = self.kind
-        if kind == PAT_REGEX:
-            for k in range(ends.size()):
-                if ends[k] > pos:
-                    if count_only:
-                        total += count_piece(v, s + pos, ends[k] - pos, out, bits)
-                    else:
-                        encode_piece(v, s + pos, ends[k] - pos, out, bits)
-                pos = ends[k]
-        else:
-            while pos < n:
-                end = next_piece_end(kind, s, n, pos)
-                if count_only:
-                    total += count_piece(v, s + pos, end - pos, out, bits)
-                else:
-                    encode_piece(v, s + pos, end - pos, out, bits)
-                pos = end
-        return total if count_only else <Py_ssize_t>out.size()
+        return encode_text(&self.vocab.view, self.kind, s, n, ends, out, count_only)
+
+    cdef list _to_list(self, vector[uint32_t]& out):
+        return ids_to_list(out.data(), out.size(),
+                           self.vocab.ids.data() if self.vocab.ids.size() else NULL, self.vocab.max_id)
 
     def encode(self, str text):
         """Token ids of ``text`` (no special tokens). Raises UnicodeEncodeError on lone surrogates."""
@@ -148,8 +256,27 @@ cdef class BacktrackEncoder:
         self._pieces(text, &s, &n, ends)
         with nogil:
             out.reserve(n // 3 + 16)
-            self._encode_pieces(s, n, ends, out, False)
+            encode_text(&self.vocab.view, self.kind, s, n, ends, out, False)
         return self._to_list(out)
+
+    def encode_to_buffer(self, str text):
+        """Token ids of ``text`` as an ``array.array("I")`` (one buffer, no int objects)."""
+        cdef const uint8_t* s
+        cdef Py_ssize_t n, k
+        cdef vector[Py_ssize_t] ends
+        cdef vector[uint32_t] out
+        cdef const uint32_t* id_map = self.vocab.ids.data() if self.vocab.ids.size() else NULL
+        self._pieces(text, &s, &n, ends)
+        with nogil:
+            out.reserve(n // 3 + 16)
+            encode_text(&self.vocab.view, self.kind, s, n, ends, out, False)
+            if id_map != NULL:
+                for k in range(<Py_ssize_t>out.size()):
+                    out[k] = id_map[out[k]]
+        cdef array.array result = array.clone(_UINT32, out.size(), False)
+        if out.size():
+            memcpy(result.data.as_uints, out.data(), out.size() * 4)
+        return result
 
     def count(self, str text):
         """len(encode(text)), without building Python objects per token."""
@@ -159,8 +286,52 @@ cdef class BacktrackEncoder:
         cdef vector[uint32_t] scratch
         self._pieces(text, &s, &n, ends)
         with nogil:
-            total = self._encode_pieces(s, n, ends, scratch, True)
+            total = encode_text(&self.vocab.view, self.kind, s, n, ends, scratch, True)
         return total
+
+    def encode_many(self, texts, bint count_only=False):
+        """[encode(t) for t in texts] (or [count(t) ...]) with one GIL release for the whole list.
+
+        Lone surrogates are replaced by U+FFFD, as Encoding does for single texts.
+        """
+        cdef Py_ssize_t m = len(texts), i, total
+        cdef vector[const uint8_t*] starts
+        cdef vector[Py_ssize_t] lengths
+        cdef vector[vector[Py_ssize_t]] ends
+        cdef vector[uint32_t] out
+        cdef vector[Py_ssize_t] bounds
+        cdef const uint8_t* s
+        cdef Py_ssize_t n
+        cdef const VocabView* v = &self.vocab.view
+        cdef int kind = self.kind
+        keep = []
+        starts.resize(m)
+        lengths.resize(m)
+        ends.resize(m)
+        bounds.resize(m + 1)
+        for i in range(m):
+            text = texts[i]
+            try:
+                self._pieces(text, &s, &n, ends[i])
+            except UnicodeEncodeError:
+                text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+                keep.append(text)
+                ends[i].clear()
+                self._pieces(text, &s, &n, ends[i])
+            starts[i] = s
+            lengths[i] = n
+        with nogil:
+            bounds[0] = 0
+            for i in range(m):
+                if count_only:
+                    bounds[i + 1] = encode_text(v, kind, starts[i], lengths[i], ends[i], out, True)
+                else:
+                    bounds[i + 1] = encode_text(v, kind, starts[i], lengths[i], ends[i], out, False)
+        if count_only:
+            return [bounds[i + 1] for i in range(m)]
+        cdef const uint32_t* id_map = self.vocab.ids.data() if self.vocab.ids.size() else NULL
+        return [ids_to_list(out.data() + bounds[i], bounds[i + 1] - bounds[i], id_map, self.vocab.max_id)
+                for i in range(m)]
 
     def encode_single_piece(self, const uint8_t[::1] data):
         """BPE of ``data`` as one piece (no pre-tokenization)."""
@@ -170,13 +341,3 @@ cdef class BacktrackEncoder:
             with nogil:
                 encode_piece(&self.vocab.view, &data[0], data.shape[0], out, bits)
         return self._to_list(out)
-
-    cdef list _to_list(self, vector[uint32_t]& out):
-        cdef size_t k
-        cdef list result
-        if self.vocab.ids.size() == 0:
-            return out
-        result = [None] * out.size()
-        for k in range(out.size()):
-            result[k] = self.vocab.ids[out[k]]
-        return result

@@ -76,11 +76,11 @@ cdef inline uint64_t piece_hash(const uint8_t* p, Py_ssize_t n, uint64_t head) n
     return h
 
 
-cdef inline uint32_t lookup_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    # Same answer as lookup(v, p, n) (n >= 1): the reachable token spelled p[:n], or NO_TOKEN.
-    cdef uint64_t head = load_head(p, n)
+cdef inline uint32_t lookup_piece_hashed(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                                         uint64_t head, uint64_t h) noexcept nogil:
+    # lookup_piece with head = load_head(p, n) and h = piece_hash(p, n, head) already computed.
     cdef uint64_t mask = (<uint64_t>1 << (64 - v.piece_shift)) - 1
-    cdef uint64_t i = piece_hash(p, n, head) >> v.piece_shift
+    cdef uint64_t i = h >> v.piece_shift
     cdef const PieceEntry* e
     while True:
         e = &v.pieces[i]
@@ -90,6 +90,12 @@ cdef inline uint32_t lookup_piece(const VocabView* v, const uint8_t* p, Py_ssize
             if n <= 8 or memcmp(v.all_bytes + v.token_starts[e.token] + 8, p + 8, n - 8) == 0:
                 return e.token
         i = (i + 1) & mask
+
+
+cdef inline uint32_t lookup_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # Same answer as lookup(v, p, n) (n >= 1): the reachable token spelled p[:n], or NO_TOKEN.
+    cdef uint64_t head = load_head(p, n)
+    return lookup_piece_hashed(v, p, n, head, piece_hash(p, n, head))
 
 
 cdef inline uint64_t hash_bytes(const uint8_t* p, Py_ssize_t n) noexcept nogil:
