@@ -1,0 +1,248 @@
+"""Exact operations against brute force: split_at, split_at_end, count_till_limit, intervals, streams.
+
+Brute force is ``enc.count`` on the slice: what sending that text on its own costs.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import bpecore
+from tests.conftest import ADVERSARIAL_CHARS, CORPORA, shared_ranks, toy_ranks
+
+_ENCODINGS: dict[str, bpecore.Encoding] = {}
+
+
+def encoding(name: str) -> bpecore.Encoding:
+    """Shipped encodings, a pattern-less cl100k vocab, the toy vocab and a custom-pattern one."""
+    if name not in _ENCODINGS:
+        if name == "cl100k_nopattern":
+            _ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), None, {})
+        elif name == "toy":
+            _ENCODINGS[name] = bpecore.Encoding(name, toy_ranks(), None, {})
+        elif name == "cl100k_words":
+            _ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), r"\S+|\s+", {})
+        else:
+            _ENCODINGS[name] = bpecore.get_encoding(name)
+    return _ENCODINGS[name]
+
+
+ALL = ["cl100k_base", "o200k_base", "cl100k_nopattern", "toy"]
+FAST = ["cl100k_base", "o200k_base", "cl100k_nopattern"]
+
+
+def check_split(enc, text, n):
+    k = enc.split_at(text, n)
+    assert enc.count(text[:k]) <= n
+    # maximal: no longer prefix fits (checked over the next 60 characters and the whole text)
+    for j in range(k + 1, min(len(text), k + 60) + 1):
+        assert enc.count(text[:j]) > n, (n, k, j)
+    if k < len(text):
+        assert enc.count(text) > n or len(text) > k + 60
+
+
+def check_split_end(enc, text, n):
+    k = enc.split_at_end(text, n)
+    assert enc.count(text[k:]) <= n
+    for j in range(max(0, k - 60), k):
+        assert enc.count(text[j:]) > n, (n, k, j)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("corpus_name", CORPORA)
+def test_split_on_corpora(name, corpus_name, corpus):
+    enc = encoding(name)
+    text = corpus(corpus_name)[:6000]
+    for n in (0, 1, 2, 3, 7, 50, 333):
+        check_split(enc, text, n)
+        check_split_end(enc, text, n)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("corpus_name", CORPORA)
+def test_intervals_on_corpora(name, corpus_name, corpus):
+    enc = encoding(name)
+    text = corpus(corpus_name)[:50_000]
+    ic = enc.interval_counter(text)
+    rng = random.Random(corpus_name)
+    for _ in range(300):
+        i = rng.randrange(len(text) + 1)
+        j = min(len(text), i + rng.choice([0, 1, 2, 3, 10, 50, 400, 5000]))
+        assert ic.count(i, j) == enc.count(text[i:j]), (i, j)
+    assert ic.count(0, len(text)) == enc.count(text) == ic.total
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("corpus_name", CORPORA)
+def test_appending_on_corpora(name, corpus_name, corpus):
+    enc = encoding(name)
+    text = corpus(corpus_name)[:3000]
+    data = text.encode("utf-8")
+    rng = random.Random(corpus_name)
+    ac = enc.appendable_counter()
+    pos = 0
+    while pos < len(data):
+        step = rng.choice([1, 1, 1, 2, 3, 5, 17, 100])
+        got = ac.push(data[pos : pos + step])
+        pos += step
+        done = ac.bytes.decode("utf-8")
+        assert got == enc.count(done)
+    assert ac.text == text and ac.count == enc.count(text)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "cl100k_nopattern"])
+@pytest.mark.parametrize("corpus_name", ["english", "multilingual", "adv_whitespace", "adv_digits"])
+def test_prepending_on_corpora(name, corpus_name, corpus):
+    enc = encoding(name)
+    text = corpus(corpus_name)[:1500]
+    pc = enc.prependable_counter()
+    rng = random.Random(corpus_name)
+    end = len(text)
+    while end > 0:
+        start = max(0, end - rng.choice([1, 1, 2, 4, 30]))
+        assert pc.push(text[start:end]) == enc.count(text[start:])
+        end = start
+    assert pc.text == text
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("corpus_name", CORPORA)
+def test_count_till_limit_on_corpora(name, corpus_name, corpus):
+    enc = encoding(name)
+    text = corpus(corpus_name)[:20_000]
+    total = enc.count(text)
+    for limit in (0, 1, 100, total - 1, total, total + 1):
+        assert enc.count_till_limit(text, limit) == (total if total <= limit else None)
+
+
+alphabet_text = st.lists(st.sampled_from(ADVERSARIAL_CHARS + ["ab", "cbb", "Hello", "don't", "'S", "123456", "  \n"]),
+                         max_size=60).map("".join)
+texts = st.one_of(st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=80), alphabet_text)
+
+
+@pytest.mark.parametrize("name", ALL)
+@given(text=texts, n=st.integers(0, 30))
+def test_hyp_split_at_is_largest_fitting_prefix(name, text, n):
+    enc = encoding(name)
+    k = enc.split_at(text, n)
+    assert enc.count(text[:k]) <= n
+    assert all(enc.count(text[:j]) > n for j in range(k + 1, len(text) + 1))
+
+
+@pytest.mark.parametrize("name", ALL)
+@given(text=texts, n=st.integers(0, 30))
+def test_hyp_split_at_end_is_smallest_fitting_suffix(name, text, n):
+    enc = encoding(name)
+    k = enc.split_at_end(text, n)
+    assert enc.count(text[k:]) <= n
+    assert all(enc.count(text[j:]) > n for j in range(0, k))
+
+
+@pytest.mark.parametrize("name", ALL)
+@given(text=texts, data=st.data())
+def test_hyp_interval_counts(name, text, data):
+    enc = encoding(name)
+    ic = enc.interval_counter(text)
+    for _ in range(10):
+        i = data.draw(st.integers(0, len(text)))
+        j = data.draw(st.integers(i, len(text)))
+        assert ic.count(i, j) == enc.count(text[i:j])
+
+
+@pytest.mark.parametrize("name", ALL)
+@given(text=texts, data=st.data())
+def test_hyp_appending_equals_count_after_every_push(name, text, data):
+    enc = encoding(name)
+    raw = text.encode("utf-8")
+    ac = enc.appendable_counter()
+    pos = 0
+    while pos < len(raw):
+        step = data.draw(st.integers(1, 6))
+        got = ac.push(raw[pos : pos + step])
+        pos += step
+        assert got == enc.count(ac.text)
+    assert ac.text == text
+
+
+@pytest.mark.parametrize("name", ALL)
+@given(text=texts, data=st.data())
+def test_hyp_prepending_equals_count_after_every_push(name, text, data):
+    enc = encoding(name)
+    pc = enc.prependable_counter()
+    end = len(text)
+    while end > 0:
+        start = max(0, end - data.draw(st.integers(1, 5)))
+        assert pc.push(text[start:end]) == enc.count(text[start:])
+        end = start
+
+
+@pytest.mark.parametrize("name", ALL)
+@given(text=texts, limit=st.integers(0, 40))
+def test_hyp_count_till_limit(name, text, limit):
+    enc = encoding(name)
+    total = enc.count(text)
+    assert enc.count_till_limit(text, limit) == (total if total <= limit else None)
+
+
+def test_custom_pattern_falls_back_exactly():
+    enc = encoding("cl100k_words")
+    text = "hello  world, this is\n a test"
+    for n in range(0, 9):
+        check_split(enc, text, n)
+        check_split_end(enc, text, n)
+        assert enc.count_till_limit(text, n) == (enc.count(text) if enc.count(text) <= n else None)
+    ic = enc.interval_counter(text)
+    assert all(ic.count(i, j) == enc.count(text[i:j]) for i in range(len(text)) for j in range(i, len(text), 3))
+    ac = enc.appendable_counter()
+    for i, ch in enumerate(text):
+        assert ac.push(ch) == enc.count(text[: i + 1])
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_long_runs_stream_linearly_and_exactly(name):
+    enc = encoding(name)
+    for text in ("a" * 30_000, " " * 20_000, "Hello" + "x" * 20_000, "\n" * 5000 + "  " * 5000):
+        ac = enc.appendable_counter()
+        for ch in text:
+            ac.push(ch)
+        assert ac.count == enc.count(text)
+        assert enc.split_at(text, 100) == _brute_split(enc, text, 100)
+
+
+def _brute_split(enc, text, n):
+    best = 0
+    for k in range(len(text) + 1):
+        if enc.count(text[:k]) <= n:
+            best = k
+        elif k > best + 2000:
+            break
+    return best
+
+
+def test_errors():
+    enc = encoding("cl100k_base")
+    with pytest.raises(ValueError):
+        enc.split_at("abc", -1)
+    ic = enc.interval_counter("abc")
+    with pytest.raises(IndexError):
+        ic.count(2, 1)
+    with pytest.raises(IndexError):
+        ic.count(0, 4)
+    ac = enc.appendable_counter()
+    ac.push("ok")
+    with pytest.raises(ValueError, match="invalid UTF-8"):
+        ac.push(b"\xff")
+    assert ac.push(b"\xe4\xb8") == 1 and ac.pending_bytes == b"\xe4\xb8"
+    assert ac.push(b"\xad") == enc.count("ok中")
+    assert enc.count_till_limit("abc", -1) is None
+
+
+def test_surrogates_are_replaced_like_count():
+    enc = encoding("cl100k_base")
+    text = "ab\ud800cd"
+    assert enc.split_at(text, 100) == len(text)
+    assert enc.interval_counter(text).count(0, 5) == enc.count(text)
