@@ -10,11 +10,58 @@ import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import AbstractSet, Collection, Iterable, Literal, Sequence
 
+import threading
+
+from bpecore import prefix as _prefix
+from bpecore.appendable import AppendableCounter, PrependableCounter
 from bpecore.backtrack import BacktrackEncoder
+from bpecore.interval import IntervalCounter
+from bpecore.prefix import SuffixTrie
+from bpecore.prefix import KIND_REGEX as _PAT_REGEX
 from bpecore.vocab import Vocab
+
+_TRIE_LOCK = threading.Lock()
 
 AllowedSpecial = Literal["all"] | AbstractSet[str]
 DisallowedSpecial = Literal["all"] | Collection[str]
+
+
+def _valid(text: str) -> str:
+    """``text``, with lone surrogates replaced (same length, so offsets stay true)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _clean(text)
+
+
+class _RecountingCounter:
+    """Appending counter for custom patterns (no scanner): recounts the whole text per push."""
+
+    def __init__(self, enc: "Encoding") -> None:
+        import codecs
+
+        self._enc = enc
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self.text = ""
+        self.count = 0
+
+    def push(self, data: str | bytes) -> int:
+        if isinstance(data, str):
+            self.text += data
+        else:
+            state = self._decoder.getstate()
+            try:
+                self.text += self._decoder.decode(bytes(data), False)
+            except UnicodeDecodeError as e:
+                self._decoder.setstate(state)
+                raise ValueError(f"invalid UTF-8 in pushed bytes: {e.reason}") from None
+        self.count = self._enc.count(self.text)
+        return self.count
+
+    @property
+    def bytes(self) -> bytes:
+        return self.text.encode("utf-8")
 
 
 def _clean(text: str) -> str:
@@ -241,6 +288,86 @@ class Encoding:
     def encode_piece(self, data: bytes) -> list[int]:
         """BPE of ``data`` as a single piece (no pre-tokenization)."""
         return self._core.encode_single_piece(data)
+
+    # ----------------------------------------------------------------- exact operations
+    def _suffix_trie(self) -> SuffixTrie:
+        trie = self.__dict__.get("_trie")
+        if trie is None:
+            with _TRIE_LOCK:
+                trie = self.__dict__.get("_trie")
+                if trie is None:
+                    trie = self.__dict__["_trie"] = SuffixTrie(self._vocab)
+        return trie
+
+    def count_till_limit(self, text: str, limit: int) -> int | None:
+        """``count(text)`` if it is at most ``limit``, else None; work grows with ``limit``.
+
+        >>> enc = get_encoding("cl100k_base")
+        >>> enc.count_till_limit("hello world", 5), enc.count_till_limit("hello world", 1)
+        (2, None)
+        """
+        return _prefix.count_till_limit(self._core, _valid(text), limit)
+
+    def split_at(self, text: str, n: int) -> int:
+        """The largest character offset ``k`` with ``count(text[:k]) <= n``.
+
+        Exact even where prefix counts are not monotonic; work grows with ``n``, not ``len(text)``.
+
+        >>> enc = get_encoding("cl100k_base")
+        >>> text = "hello world, hello"
+        >>> k = enc.split_at(text, 2); k, text[:k]
+        (11, 'hello world')
+        """
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        text = _valid(text)
+        if self._core.kind == _PAT_REGEX:
+            return self._split_at_regex(text, n)
+        return _prefix.split_at(self._core, self._suffix_trie(), text, n)
+
+    def split_at_end(self, text: str, n: int) -> int:
+        """The smallest character offset ``k`` with ``count(text[k:]) <= n`` (keep the tail).
+
+        >>> enc = get_encoding("cl100k_base")
+        >>> text = "hello world, hello"
+        >>> k = enc.split_at_end(text, 2); k, text[k:]
+        (11, ', hello')
+        """
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        return _prefix.split_at_end(self._core, _valid(text), n)
+
+    def _split_at_regex(self, text: str, n: int) -> int:
+        """Custom patterns: try every prefix up to the first that cannot fit (exact, slow)."""
+        best = 0
+        window = (n + 1) * self._vocab.max_token_len
+        size = 0
+        for k in range(1, len(text) + 1):
+            size += len(text[k - 1].encode("utf-8"))
+            if size > window:
+                break
+            if self.count(text[:k]) <= n:
+                best = k
+        return best
+
+    def interval_counter(self, text: str) -> IntervalCounter:
+        """Counter of ``count(text[i:j])`` for any ``0 <= i <= j <= len(text)``, after one pass.
+
+        >>> ic = get_encoding("cl100k_base").interval_counter("hello world")
+        >>> ic.count(0, 5), ic.count(5, 11)
+        (1, 1)
+        """
+        return IntervalCounter(self._core, _valid(text))
+
+    def appendable_counter(self) -> AppendableCounter:
+        """A counter whose ``push(s)`` appends ``s`` and returns the count of all text so far."""
+        if self._core.kind == _PAT_REGEX:
+            return _RecountingCounter(self)  # type: ignore[return-value]
+        return AppendableCounter(self._core, self._suffix_trie())
+
+    def prependable_counter(self) -> PrependableCounter:
+        """A counter whose ``push(s)`` puts ``s`` in front and returns the count of all text so far."""
+        return PrependableCounter(self._core)
 
 
 def get_encoding(name: str) -> Encoding:
