@@ -172,8 +172,8 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
 
 
 cdef Py_ssize_t piece_horizon(const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
-    cdef Py_ssize_t w, p, h = end + 1
-    cdef uint8_t fl = char_flags(s, start, &w)
+    cdef Py_ssize_t w0, w, p, h = end + 1
+    cdef uint8_t fl = char_flags(s, start, &w0)
     if start + 4 > h:
         h = start + 4
     if fl & FL_WS:
@@ -184,7 +184,7 @@ cdef Py_ssize_t piece_horizon(const uint8_t* s, Py_ssize_t n, Py_ssize_t start, 
             h = p + 1
     p = start
     if not (fl & (FL_L | FL_M)):
-        p = start + w
+        p = start + w0
     while p < n and (char_flags(s, p, &w) & (FL_L | FL_M)):
         p += w
     if p + 4 > h:
@@ -358,6 +358,11 @@ cdef class Appender:
     @property
     def nbytes(self):
         return self.buf.size()
+
+    def _state(self):
+        """(frontier, committed, mid_count, n_mid, last_start, table size, shape), for tests."""
+        return (self.frontier, self.committed, self.mid_count, self.n_mid, self.last_start,
+                self.last.size(), self.shape)
 
     def utf8(self):
         cdef const char* p = <const char*>self.buf.data()

@@ -11,3 +11,7 @@ cdef enum PatternKind:
 #: n for PAT_NONE and PAT_REGEX. ``s[:n]`` must be valid UTF-8 (whole characters): the scanner
 #: trusts lead bytes and treats n as the end of the text (``\s++$``, ``\s+(?!\S)`` look at it).
 cdef Py_ssize_t next_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil
+
+#: BPE_UT_* flags of the character starting at byte ``i`` (Lu=1 Ll=2 Lt=4 Lm=8 Lo=16 M=32 N=64
+#: \s=128, as the `regex` module classifies it); its length in bytes goes to ``width[0]``.
+cdef unsigned char char_flags(const uint8_t* s, Py_ssize_t i, Py_ssize_t* width) noexcept nogil

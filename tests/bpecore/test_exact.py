@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpecore
@@ -221,6 +221,26 @@ def _brute_split(enc, text, n):
         elif k > best + 2000:
             break
     return best
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("text", [" \xa0don't", "\xa0don't", "  \n x", "ABCd'LL", "a\u0301\u0301b", "12345 6"])
+def test_pinned_stream_cases(name, text):
+    # " \xa0don't": a whitespace character of two bytes before a word once made a piece look stable
+    enc = encoding(name)
+    raw = text.encode("utf-8")
+    for step in (1, 2, 3):
+        ac = enc.appendable_counter()
+        for pos in range(0, len(raw), step):
+            assert ac.push(raw[pos : pos + step]) == enc.count(ac.text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=5000)
+@given(text=texts, data=st.data())
+def test_hyp_appending_many_examples(name, text, data):
+    test_hyp_appending_equals_count_after_every_push.hypothesis.inner_test(name, text, data)
 
 
 def test_errors():
