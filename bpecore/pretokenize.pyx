@@ -497,3 +497,7 @@ def _count_pieces(int kind, const uint8_t[::1] utf8):
             pos = next_piece_end(kind, &utf8[0], n, pos)
             count += 1
     return count
+
+
+cdef unsigned char char_flags(const uint8_t* s, Py_ssize_t i, Py_ssize_t* width) noexcept nogil:
+    return flags_at(s, i, width)
