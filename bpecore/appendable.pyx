@@ -17,6 +17,8 @@ Memory: the text plus 8 bytes per byte (suffix count at each boundary).
 
 import codecs
 
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
@@ -73,6 +75,7 @@ cdef class AppendableCounter:
 
     cdef Appender app
     cdef _Utf8Input input
+    cdef bint held      #: bytes of an unfinished character are waiting
 
     def __init__(self, BacktrackEncoder encoder, SuffixTrie trie):
         self.app = Appender(encoder, trie)
@@ -83,7 +86,22 @@ cdef class AppendableCounter:
 
         Bytes of an unfinished character are held back until the next push completes it.
         """
-        return self.app.push_utf8(self.input.complete(data))
+        cdef const char* p
+        cdef Py_ssize_t n
+        if type(data) is str and not self.held:
+            try:
+                p = PyUnicode_AsUTF8AndSize(data, &n)
+            except UnicodeEncodeError:
+                return self.app.push_utf8(self.input.complete(data))
+            if n > 4096:
+                with nogil:
+                    self.app.c_push(<const uint8_t*>p, n)
+            elif n:
+                self.app.c_push(<const uint8_t*>p, n)
+            return self.app.c_count()
+        count = self.app.push_utf8(self.input.complete(data))
+        self.held = bool(self.input.pending)
+        return count
 
     def extend(self, pieces):
         """Push each of ``pieces``; return the final count."""

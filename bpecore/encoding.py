@@ -306,7 +306,10 @@ class Encoding:
         >>> enc.count_till_limit("hello world", 5), enc.count_till_limit("hello world", 1)
         (2, None)
         """
-        return _prefix.count_till_limit(self._core, _valid(text), limit)
+        try:
+            return _prefix.count_till_limit(self._core, text, limit)
+        except UnicodeEncodeError:
+            return _prefix.count_till_limit(self._core, _clean(text), limit)
 
     def split_at(self, text: str, n: int) -> int:
         """The largest character offset ``k`` with ``count(text[:k]) <= n``.
@@ -320,10 +323,12 @@ class Encoding:
         """
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
-        text = _valid(text)
         if self._core.kind == _PAT_REGEX:
-            return self._split_at_regex(text, n)
-        return _prefix.split_at(self._core, self._suffix_trie(), text, n)
+            return self._split_at_regex(_valid(text), n)
+        try:
+            return _prefix.split_at(self._core, self._suffix_trie(), text, n)
+        except UnicodeEncodeError:
+            return _prefix.split_at(self._core, self._suffix_trie(), _clean(text), n)
 
     def split_at_end(self, text: str, n: int) -> int:
         """The smallest character offset ``k`` with ``count(text[k:]) <= n`` (keep the tail).
@@ -335,7 +340,10 @@ class Encoding:
         """
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
-        return _prefix.split_at_end(self._core, _valid(text), n)
+        try:
+            return _prefix.split_at_end(self._core, text, n)
+        except UnicodeEncodeError:
+            return _prefix.split_at_end(self._core, _clean(text), n)
 
     def _split_at_regex(self, text: str, n: int) -> int:
         """Custom patterns: try every prefix up to the first that cannot fit (exact, slow)."""
@@ -357,7 +365,10 @@ class Encoding:
         >>> ic.count(0, 5), ic.count(5, 11)
         (1, 1)
         """
-        return IntervalCounter(self._core, _valid(text))
+        try:
+            return IntervalCounter(self._core, text)
+        except UnicodeEncodeError:
+            return IntervalCounter(self._core, _clean(text))
 
     def appendable_counter(self) -> AppendableCounter:
         """A counter whose ``push(s)`` appends ``s`` and returns the count of all text so far."""

@@ -33,7 +33,7 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
 
 #: Conservative bound on how far the scanner may look when it cuts the piece [start, end):
 #: text up to the returned offset decides the piece (README, "Exact operations").
-cdef Py_ssize_t piece_horizon(const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil
+cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil
 
 
 cdef class Appender:

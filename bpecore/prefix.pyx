@@ -171,9 +171,15 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
     return NO_TOKEN
 
 
-cdef Py_ssize_t piece_horizon(const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+    # Alternatives tried at ``start`` read: a contraction or up to 3 digits (start + 3); the
+    # whitespace run from start (the \s+ alternatives, one character past it); the letter run
+    # from start or start + 1 (after an optional prefix character): for cl100k/r50k \p{L}++ stops
+    # one character past it, for o200k the run of \p{L}\p{M} may be followed by a 3-character
+    # contraction; and the piece itself plus one character.
     cdef Py_ssize_t w0, w, p, h = end + 1
     cdef uint8_t fl = char_flags(s, start, &w0)
+    cdef uint8_t letter = (FL_L | FL_M) if kind == PAT_O200K else FL_L
     if start + 4 > h:
         h = start + 4
     if fl & FL_WS:
@@ -183,12 +189,13 @@ cdef Py_ssize_t piece_horizon(const uint8_t* s, Py_ssize_t n, Py_ssize_t start, 
         if p + 1 > h:
             h = p + 1
     p = start
-    if not (fl & (FL_L | FL_M)):
+    if not (fl & letter):
         p = start + w0
-    while p < n and (char_flags(s, p, &w) & (FL_L | FL_M)):
+    while p < n and (char_flags(s, p, &w) & letter):
         p += w
-    if p + 4 > h:
-        h = p + 4
+    p += 4 if kind == PAT_O200K else 1
+    if p > h:
+        h = p
     return h
 
 
@@ -323,7 +330,7 @@ cdef class Appender:
             e = next_piece_end(self.kind, s, n, pos)
             if e == n:
                 break
-            if stable and piece_horizon(s, n, pos, e) <= n:
+            if stable and piece_horizon(self.kind, s, n, pos, e) <= n:
                 self.committed += count_bytes(self.v, s + pos, e - pos, self.out, self.bits)
                 self.frontier = e
             else:
