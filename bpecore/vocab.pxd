@@ -50,6 +50,9 @@ cdef struct VocabView:
     const TrieEntry* trie           #: trie_keys/trie_vals/node_token as one table (same slots)
     const PairEntry* pairs          #: pair_keys/pair_vals as one table (same slots)
     const uint32_t* byte_token      #: token of the single byte b (256 entries)
+    const uint32_t* first2          #: trie node spelled by the bytes b0 b1 (index b0 << 8 | b1), or NO_TOKEN
+    const uint64_t* pair_filter     #: bit hash_u64(key) >> pair_filter_shift set for every pair key
+    uint32_t pair_filter_shift
 
 
 cdef inline uint64_t load_head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -151,9 +154,14 @@ cdef inline uint32_t lookup(const VocabView* v, const uint8_t* p, Py_ssize_t n) 
 
 
 cdef inline uint32_t pair_lookup(const VocabView* v, uint32_t a, uint32_t b) noexcept nogil:
-    # The token BPE forms by merging a and b, or NO_TOKEN.
+    # The token BPE forms by merging a and b, or NO_TOKEN. Most pairs asked about are not merges;
+    # the one-bit-per-slot filter (L2-sized) answers those without touching the table.
     cdef uint64_t key = ((<uint64_t>a << 32) | b) + 1
-    cdef uint64_t i = hash_u64(key) & v.pair_mask
+    cdef uint64_t hk = hash_u64(key)
+    cdef uint64_t f = hk >> v.pair_filter_shift
+    if not ((v.pair_filter[f >> 6] >> (f & 63)) & 1):
+        return NO_TOKEN
+    cdef uint64_t i = hk & v.pair_mask
     cdef uint64_t k
     while True:
         k = v.pairs[i].key
@@ -179,10 +187,17 @@ cdef inline uint32_t trie_child(const VocabView* v, uint32_t node, uint8_t b) no
 
 cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
     # Longest reachable token that is a prefix of p[:n] (n >= 1). Single bytes are always tokens.
-    cdef uint32_t node = v.root_child[p[0]]
-    cdef uint32_t best = v.node_token[node]
+    # The first two bytes take one read of the direct table first2, then one trie slot per byte.
+    cdef uint32_t best = v.byte_token[p[0]]
+    if n == 1:
+        return best
+    cdef uint32_t node = v.first2[(<uint32_t>p[0] << 8) | p[1]]
+    if node == NO_TOKEN:
+        return best
+    if v.node_token[node] != NO_TOKEN:
+        best = v.node_token[node]
     cdef uint64_t key, i, k
-    cdef Py_ssize_t j = 1
+    cdef Py_ssize_t j = 2
     while j < n:
         key = ((<uint64_t>node + 1) << 8) | p[j]
         i = hash_u64(key) & v.trie_mask
@@ -256,6 +271,8 @@ cdef class Vocab:
     cdef vector[TrieEntry] trie
     cdef vector[PairEntry] pairs
     cdef vector[uint32_t] byte_token
+    cdef vector[uint32_t] first2
+    cdef vector[uint64_t] pair_filter
     cdef VocabView view
     cdef readonly uint32_t n_tokens
     cdef readonly uint32_t max_token_len

@@ -60,6 +60,7 @@ cdef class Vocab:
             raise ValueError("vocabulary too large")
         cdef uint32_t i, j, t, node, child, last, t1, t2, length
         cdef uint64_t slot, key, total = 0
+        cdef uint32_t filter_bits
         cdef bytes b
         cdef const uint8_t* p
         prev_rank = -1
@@ -165,6 +166,12 @@ cdef class Vocab:
             self.pairs[slot].key = 0
             self.pairs[slot].merged = NO_TOKEN
             self.pairs[slot].pad = 0
+        # pair filter: 2**21 bits (256 KB) up to 256k pairs, doubled beyond
+        filter_bits = 21
+        while (<uint64_t>1 << filter_bits) < 8 * <uint64_t>n:
+            filter_bits += 1
+        self.pair_filter.assign((<uint64_t>1 << filter_bits) >> 6, 0)
+        self.view.pair_filter_shift = 64 - filter_bits
         self._sync_view()
         for i in range(n):
             length = self.token_starts[i + 1] - self.token_starts[i]
@@ -188,6 +195,8 @@ cdef class Vocab:
                         self.pair_vals[slot] = i
                         self.pairs[slot].key = key
                         self.pairs[slot].merged = i
+                        slot = hash_u64(key) >> (64 - filter_bits)
+                        self.pair_filter[slot >> 6] |= <uint64_t>1 << (slot & 63)
                         self.split_left[i] = t1
                         self.split_right[i] = t2
                         break
@@ -236,7 +245,7 @@ cdef class Vocab:
     cdef _build_fast_tables(self):
         """The cache-friendly twins of the tables above (VocabView.pieces, trie, pairs, byte_token)."""
         cdef uint64_t size, slot, k, head
-        cdef uint32_t i, length, bits = 4, t
+        cdef uint32_t i, length, bits = 4, t, node
         cdef const uint8_t* p
         cdef uint8_t byte_value
         # whole pieces: reachable tokens only, load factor <= 0.5
@@ -271,6 +280,11 @@ cdef class Vocab:
         for k in range(256):
             byte_value = k
             self.byte_token[k] = lookup_any(&self.view, &byte_value, 1)
+        self.first2.assign(65536, NO_TOKEN)
+        for k in range(65536):
+            node = self.root_child[k >> 8]
+            if node != NO_TOKEN:
+                self.first2[k] = trie_child(&self.view, node, k & 0xFF)
 
     cdef _compute_next_prefix(self):
         cdef uint32_t i, j, node, t, best, length
@@ -309,6 +323,8 @@ cdef class Vocab:
         self.view.trie = self.trie.data()
         self.view.pairs = self.pairs.data()
         self.view.byte_token = self.byte_token.data()
+        self.view.first2 = self.first2.data()
+        self.view.pair_filter = self.pair_filter.data()
 
     cdef object _rank(self, uint32_t i):
         return self.ids[i] if self.ids.size() else i
