@@ -1,17 +1,33 @@
 """bpecore: exact, fast BPE token counting, splitting and chunking, identical to tiktoken."""
 
+from bpecore.appendable import AppendableCounter as AppendableCounter
+from bpecore.appendable import PrependableCounter as PrependableCounter
+from bpecore.chat import count_messages as count_messages
+from bpecore.chunker import Chunk as Chunk
+from bpecore.chunker import chunk as chunk
+from bpecore.chunker import chunk_batch as chunk_batch
 from bpecore.encoding import Encoding as Encoding
+from bpecore.interval import IntervalCounter as IntervalCounter
 from bpecore.load import VocabError as VocabError
 from bpecore.registry import get_encoding as get_encoding
 from bpecore.registry import list_encodings as list_encodings
 from bpecore.registry import load_hf as load_hf
 from bpecore.registry import load_tiktoken as load_tiktoken
 from bpecore.registry import register_encoding as register_encoding
+from bpecore.train import train as train  # noqa: E402  (the function; the module stays importable as bpecore.train via sys.modules)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AppendableCounter",
+    "Chunk",
     "Encoding",
+    "IntervalCounter",
+    "PrependableCounter",
+    "chunk",
+    "chunk_batch",
+    "count_messages",
+    "train",
     "VocabError",
     "get_encoding",
     "list_encodings",

@@ -380,6 +380,19 @@ class Encoding:
         """A counter whose ``push(s)`` puts ``s`` in front and returns the count of all text so far."""
         return PrependableCounter(self._core)
 
+    # ----------------------------------------------------------------- export
+    def save_tiktoken(self, path) -> str:
+        """Write a `.tiktoken` rank file, plus ``path + ".json"`` with name, pattern and specials."""
+        from bpecore.export import save_tiktoken
+
+        return save_tiktoken(self, path)
+
+    def save_hf(self, path) -> str:
+        """Write a Hugging Face `tokenizer.json` (byte-level BPE) that encodes identically."""
+        from bpecore.export import save_hf
+
+        return save_hf(self, path)
+
 
 def get_encoding(name: str) -> Encoding:
     from bpecore.registry import get_encoding as _get
