@@ -87,49 +87,50 @@ class ServiceMiddleware:
             if over_inflight:
                 await self._send_error(send_wrapper, 429, "too_many_requests", "server busy; retry later", rid, info)
                 return
-            app_receive = receive
-            if method in _BODY_METHODS:
-                limit = self.settings.max_request_bytes
-                declared = None
-                for k, v in scope["headers"]:
-                    if k == b"content-length":
-                        try:
-                            declared = int(v)
-                        except ValueError:
-                            declared = None
-                if declared is not None and declared > limit:
+            if method not in _BODY_METHODS:
+                await self.app(scope, receive, send_wrapper)
+                return
+            limit = self.settings.max_request_bytes
+            declared = None
+            for k, v in scope["headers"]:
+                if k == b"content-length":
+                    try:
+                        declared = int(v)
+                    except ValueError:
+                        declared = None
+            if declared is not None and declared > limit:
+                await self._send_error(
+                    send_wrapper, 413, "payload_too_large",
+                    f"request body of {declared} bytes exceeds the limit of {limit} bytes", rid, info,
+                )
+                return
+            chunks = []
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk = message.get("body", b"")
+                bytes_in += len(chunk)
+                if bytes_in > limit:
                     await self._send_error(
                         send_wrapper, 413, "payload_too_large",
-                        f"request body of {declared} bytes exceeds the limit of {limit} bytes", rid, info,
+                        f"request body exceeds the limit of {limit} bytes", rid, info,
                     )
                     return
-                chunks = []
-                more = True
-                while more:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        return
-                    chunk = message.get("body", b"")
-                    bytes_in += len(chunk)
-                    if bytes_in > limit:
-                        await self._send_error(
-                            send_wrapper, 413, "payload_too_large",
-                            f"request body exceeds the limit of {limit} bytes", rid, info,
-                        )
-                        return
-                    chunks.append(chunk)
-                    more = message.get("more_body", False)
-                body = b"".join(chunks)
-                replayed = False
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+            body = b"".join(chunks)
+            replayed = False
 
-                async def app_receive():
-                    nonlocal replayed
-                    if not replayed:
-                        replayed = True
-                        return {"type": "http.request", "body": body, "more_body": False}
-                    return await receive()
+            async def replay():
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
 
-            await self.app(scope, app_receive, send_wrapper)
+            await self.app(scope, replay, send_wrapper)
         finally:
             self.inflight -= 1
             self.metrics.inflight.dec()

@@ -7,7 +7,16 @@ from fastapi import APIRouter, Response
 from bpecore.chunker import chunk as chunk_text
 from service.deps import Ctx, reply, utf8_len
 from service.errors import APIError
-from service.schemas import COMMON_ERRORS, ChunkOut, ChunkRequest, ChunkResponse
+from service.schemas import (
+    COMMON_ERRORS,
+    ChunkOut,
+    ChunkRequest,
+    ChunkResponse,
+    IntervalsRequest,
+    IntervalsResponse,
+    SplitRequest,
+    SplitResponse,
+)
 
 router = APIRouter(prefix="/v1", tags=["chunks"], responses=COMMON_ERRORS)
 
@@ -36,3 +45,39 @@ def chunk(body: ChunkRequest, ctx: Ctx) -> Response:
     if body.texts is None:
         return reply(ChunkResponse(encoding=enc.name, count=n, chunks=results[0]))
     return reply(ChunkResponse(encoding=enc.name, count=n, results=results))
+
+
+@router.post("/split", response_model=SplitResponse, summary="Cut text at a token budget")
+def split(body: SplitRequest, ctx: Ctx) -> Response:
+    """The exact cut: the longest prefix ('head') or suffix ('tail') whose count is <= max_tokens."""
+    enc = ctx.encoding(body.encoding)
+    ctx.check_max("max_tokens", body.max_tokens, ctx.settings.max_tokens)
+    text = body.text
+    with ctx.op("split", enc, utf8_len(text)) as rec:
+        if body.keep == "head":
+            k = enc.split_at(text, body.max_tokens)
+            start, end = 0, k
+        else:
+            k = enc.split_at_end(text, body.max_tokens)
+            start, end = k, len(text)
+        kept = text[start:end]
+        n = enc.count(kept)
+        rec["tokens"] = n
+    return reply(SplitResponse(encoding=enc.name, offset=k, start=start, end=end, text=kept, count=n))
+
+
+@router.post("/intervals", response_model=IntervalsResponse, summary="Count many slices of one text")
+def intervals(body: IntervalsRequest, ctx: Ctx) -> Response:
+    """Exact counts of text[start:end] for many ranges, after one pass over the text."""
+    enc = ctx.encoding(body.encoding)
+    ctx.check_max("number of ranges", len(body.ranges), ctx.settings.max_ranges)
+    n = len(body.text)
+    for idx, (i, j) in enumerate(body.ranges):
+        if not 0 <= i <= j <= n:
+            raise APIError(422, "invalid_range", f"ranges[{idx}] = [{i}, {j}] is not within 0 <= start <= end <= {n}")
+    with ctx.op("intervals", enc, utf8_len(body.text)) as rec:
+        counter = enc.interval_counter(body.text)
+        counts = [counter.count(i, j) for i, j in body.ranges]
+        total = counter.count(0, n)
+        rec["tokens"] = total
+    return reply(IntervalsResponse(encoding=enc.name, count=total, counts=counts))

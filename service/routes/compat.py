@@ -15,7 +15,7 @@ Special-token strings in the text become special tokens, as Hugging Face tokeniz
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from service.deps import Ctx, reply, utf8_len
 from service.offsets import token_byte_offsets

@@ -65,3 +65,51 @@ def test_chunk_errors(client, payload, status):
     r = client.post("/v1/chunk", json=payload)
     assert r.status_code == status, r.text
     assert r.json()["error"]["code"] == status
+
+
+TEXT = "Hello world! " * 40 + "Ünïcödé ☃ 日本語のテキスト 🎉 " * 10
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 17, 100, 10_000])
+@pytest.mark.parametrize("keep", ["head", "tail"])
+def test_split_equals_library(client, cl100k, n, keep):
+    r = client.post("/v1/split", json={"text": TEXT, "max_tokens": n, "keep": keep})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    if keep == "head":
+        k = cl100k.split_at(TEXT, n)
+        assert (body["offset"], body["start"], body["end"]) == (k, 0, k)
+    else:
+        k = cl100k.split_at_end(TEXT, n)
+        assert (body["offset"], body["start"], body["end"]) == (k, k, len(TEXT))
+    assert body["text"] == TEXT[body["start"] : body["end"]]
+    assert body["count"] == cl100k.count(body["text"]) <= n
+
+
+def test_split_errors(client, settings):
+    assert client.post("/v1/split", json={"text": "a", "max_tokens": -1}).status_code == 422
+    assert client.post("/v1/split", json={"text": "a", "max_tokens": 1, "keep": "middle"}).status_code == 422
+    r = client.post("/v1/split", json={"text": "a", "max_tokens": settings.max_tokens + 1})
+    assert r.status_code == 422 and r.json()["error"]["type"] == "limit_exceeded"
+
+
+def test_intervals_equal_library(client, cl100k):
+    import random
+
+    rng = random.Random(7)
+    n = len(TEXT)
+    ranges = [sorted((rng.randint(0, n), rng.randint(0, n))) for _ in range(40)] + [[0, n], [0, 0], [n, n]]
+    body = client.post("/v1/intervals", json={"text": TEXT, "ranges": ranges}).json()
+    assert body["counts"] == [cl100k.count(TEXT[i:j]) for i, j in ranges]
+    assert body["count"] == cl100k.count(TEXT)
+
+
+@pytest.mark.parametrize("ranges", [[[2, 1]], [[-1, 2]], [[0, 10**6]], [[0, 1, 2]]])
+def test_intervals_bad_ranges(client, ranges):
+    r = client.post("/v1/intervals", json={"text": "hello", "ranges": ranges})
+    assert r.status_code == 422, r.text
+
+
+def test_intervals_too_many(client, settings):
+    r = client.post("/v1/intervals", json={"text": "hello", "ranges": [[0, 1]] * (settings.max_ranges + 1)})
+    assert r.status_code == 422 and r.json()["error"]["type"] == "limit_exceeded"

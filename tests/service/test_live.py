@@ -9,7 +9,6 @@ import socket
 import time
 
 import httpx
-import pytest
 
 import bpecore
 

@@ -45,7 +45,6 @@ def test_count_batch_several_encodings(client):
     assert body["count"] == body["results"][0]["count"]
 
 
-@pytest.mark.skipif(not hasattr(bpecore.Encoding, "count_till_limit"), reason="count_till_limit not landed")
 @pytest.mark.parametrize("limit", [0, 1, 2, 3, 100])
 def test_count_limit(client, cl100k, limit):
     texts = ["hello world", "a b c", ""]
