@@ -179,9 +179,57 @@ class Encoding:
         >>> enc.encode("hi<|endoftext|>", allowed_special="all")
         [6151, 100257]
         """
-        allowed = self._special_set if allowed_special == "all" else frozenset(allowed_special)
+        allowed = self._check_special(text, allowed_special, disallowed_special)
+        if not allowed:
+            return self.encode_ordinary(text)
+        out: list[int] = []
+        pos = 0
+        while True:
+            found = self._find_special(text, allowed, pos)
+            if found is None:
+                out += self.encode_ordinary(text[pos:]) if pos else self.encode_ordinary(text)
+                return out
+            start, special = found
+            if start > pos:
+                out += self.encode_ordinary(text[pos:start])
+            out.append(self.special_tokens[special])
+            pos = start + len(special)
+
+    def encode_to_buffer(
+        self,
+        text: str,
+        *,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: DisallowedSpecial = "all",
+    ):
+        """``encode`` into one ``array.array("I")`` (4-byte ids, buffer protocol, no int objects).
+
+        ``numpy.frombuffer(enc.encode_to_buffer(text), dtype=numpy.uint32)`` views it without a copy.
+
+        >>> get_encoding("cl100k_base").encode_to_buffer("hello world")
+        array('I', [15339, 1917])
+        """
+        allowed = self._check_special(text, allowed_special, disallowed_special)
+        core = self._core
+        if not allowed or self._find_special(text, allowed, 0) is None:
+            try:
+                return core.encode_to_buffer(text)
+            except UnicodeEncodeError:
+                return core.encode_to_buffer(_clean(text))
+        import array
+
+        return array.array("I", self.encode(text, allowed_special=allowed, disallowed_special=()))
+
+    def _check_special(self, text: str, allowed_special, disallowed_special) -> frozenset[str]:
+        """Raise ValueError if ``text`` holds a disallowed special token; return the allowed ones."""
+        if allowed_special == "all":
+            allowed = self._special_set
+        elif not allowed_special:
+            allowed = frozenset()
+        else:
+            allowed = frozenset(allowed_special) & self._special_set
         if disallowed_special == "all":
-            disallowed = self._special_set - allowed
+            disallowed = self._special_set - allowed if allowed else self._special_set
         else:
             disallowed = frozenset(disallowed_special)
         if disallowed:
@@ -196,29 +244,56 @@ class Encoding:
                     f"{found[1]!r}}})`.\n"
                     "To disable this check for all special tokens, pass `disallowed_special=()`.\n"
                 )
-        allowed = allowed & self._special_set
-        if not allowed:
-            return self.encode_ordinary(text)
-        out: list[int] = []
-        pos = 0
-        while True:
-            found = self._find_special(text, allowed, pos)
-            if found is None:
-                out += self.encode_ordinary(text[pos:])
-                return out
-            start, special = found
-            out += self.encode_ordinary(text[pos:start])
-            out.append(self.special_tokens[special])
-            pos = start + len(special)
+        return allowed
 
-    @staticmethod
-    def _find_special(text: str, specials: AbstractSet[str], pos: int) -> tuple[int, str] | None:
-        """Leftmost occurrence at or after ``pos`` of any of ``specials`` (longest on ties)."""
+    def _find_special(self, text: str, specials: AbstractSet[str], pos: int) -> tuple[int, str] | None:
+        """Leftmost occurrence at or after ``pos`` of any of ``specials`` (longest on ties).
+
+        One substring search for the prefix every special token of the encoding shares (``<|``
+        for the shipped ones; else a character class of their first characters), then a set
+        lookup per distinct special length at each hit: the text is scanned once, however many
+        special tokens there are (o200k_harmony has 1091). Strings in ``specials`` that are not
+        special tokens of this encoding are searched for one by one.
+        """
+        index = self.__dict__.get("_special_index")
+        if index is None:
+            import os
+            import re
+
+            names = list(self.special_tokens)
+            prefix = os.path.commonprefix(names) if names else ""
+            finder = None if prefix or not names else re.compile("[" + "".join(sorted({re.escape(n[0]) for n in names})) + "]")
+            index = (prefix, sorted({len(n) for n in names}, reverse=True), finder)
+            self.__dict__["_special_index"] = index
+        prefix, lengths, finder = index
         best: tuple[int, str] | None = None
-        for special in specials:
-            i = text.find(special, pos)
-            if i >= 0 and (best is None or i < best[0] or (i == best[0] and len(special) > len(best[1]))):
-                best = (i, special)
+        if not specials:
+            return None
+        if specials is not self._special_set and not specials <= self._special_set:
+            for special in specials - self._special_set:
+                if not special:
+                    continue
+                i = text.find(special, pos)
+                if i >= 0 and (best is None or i < best[0] or (i == best[0] and len(special) > len(best[1]))):
+                    best = (i, special)
+        if lengths:
+            end = len(text) if best is None else best[0] + 1
+            i = pos
+            while True:
+                if prefix:
+                    i = text.find(prefix, i, end + len(prefix) - 1 if best is not None else end)
+                else:
+                    m = finder.search(text, i, end)
+                    i = m.start() if m else -1
+                if i < 0:
+                    break
+                for length in lengths:
+                    candidate = text[i : i + length]
+                    if len(candidate) == length and candidate in specials:
+                        if best is None or i < best[0] or len(candidate) > len(best[1]):
+                            return (i, candidate)
+                        return best
+                i += 1
         return best
 
     def encode_single_token(self, text_or_bytes: str | bytes) -> int:
@@ -240,19 +315,48 @@ class Encoding:
         allowed_special: AllowedSpecial = frozenset(),
         disallowed_special: DisallowedSpecial = "all",
     ) -> list[list[int]]:
-        """``encode`` over many texts, in threads (the core releases the GIL)."""
+        """``encode`` over many texts, in threads (the core releases the GIL for each chunk)."""
+        texts = list(texts)
+        allowed = frozenset()
+        for text in texts:
+            allowed = self._check_special(text, allowed_special, disallowed_special)
+        if allowed and any(self._find_special(t, allowed, 0) is not None for t in texts):
 
-        def one(text: str) -> list[int]:
-            return self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
+            def one(text: str) -> list[int]:
+                return self.encode(text, allowed_special=allowed, disallowed_special=())
 
-        return self._map(one, texts, num_threads)
+            return self._map(one, texts, num_threads)
+        return self._run_chunks(texts, num_threads, False)
 
     def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[list[int]]:
-        return self._map(self.encode_ordinary, texts, num_threads)
+        """``encode_ordinary`` over many texts, in threads."""
+        return self._run_chunks(list(texts), num_threads, False)
 
     def count_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[int]:
-        """``count`` over many texts, in threads."""
-        return self._map(self.count, texts, num_threads)
+        """``count`` over many texts, in threads.
+
+        >>> get_encoding("cl100k_base").count_batch(["hello world", "hi"])
+        [2, 1]
+        """
+        return self._run_chunks(list(texts), num_threads, True)
+
+    def _run_chunks(self, texts: list[str], num_threads: int, count_only: bool) -> list:
+        """``core.encode_many`` over ``num_threads`` contiguous chunks of about equal length."""
+        core = self._core
+        total = sum(map(len, texts))
+        num_threads = min(num_threads, len(texts), max(1, total >> 14))  # >= 16K chars per thread
+        if num_threads <= 1:
+            return core.encode_many(texts, count_only)
+        bounds, acc, goal = [0], 0, total / num_threads
+        for i, text in enumerate(texts):
+            acc += len(text)
+            if acc >= goal * len(bounds) and len(bounds) < num_threads:
+                bounds.append(i + 1)
+        bounds.append(len(texts))
+        chunks = [texts[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+        with ThreadPoolExecutor(len(chunks)) as pool:
+            parts = list(pool.map(lambda chunk: core.encode_many(chunk, count_only), chunks))
+        return [x for part in parts for x in part]
 
     @staticmethod
     def _map(fn, items: Sequence, num_threads: int) -> list:

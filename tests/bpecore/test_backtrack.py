@@ -1,0 +1,159 @@
+"""The fast paths of the backtracking encoder: buffers, batches, the piece cache, special tokens, threads."""
+
+from __future__ import annotations
+
+import array
+import random
+import threading
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import bpecore
+from tests.conftest import CORPORA
+
+ENCODINGS = ["cl100k_base", "o200k_base"]
+
+
+def _sample(corpus, name: str, size: int = 60_000) -> str:
+    return corpus(name)[:size]
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@pytest.mark.parametrize("corpus_name", ["english", "code", "multilingual", "adv_unicode"])
+def test_buffer_equals_encode(name, corpus_name, corpus):
+    enc = bpecore.get_encoding(name)
+    text = _sample(corpus, corpus_name)
+    buf = enc.encode_to_buffer(text)
+    assert isinstance(buf, array.array) and buf.typecode == "I" and buf.itemsize == 4
+    assert buf.tolist() == enc.encode_ordinary(text)
+    assert memoryview(buf).format == "I"
+
+
+def test_buffer_with_specials_and_surrogates():
+    enc = bpecore.get_encoding("cl100k_base")
+    text = "a<|endoftext|>b\ud800c"
+    assert enc.encode_to_buffer(text, allowed_special="all").tolist() == enc.encode(text, allowed_special="all")
+    assert enc.encode_to_buffer("").tolist() == []
+    with pytest.raises(ValueError):
+        enc.encode_to_buffer("<|endoftext|>")
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_batch_equals_map(name, threads, corpus):
+    enc = bpecore.get_encoding(name)
+    rng = random.Random(3)
+    texts = []
+    for corpus_name in ["english", "code", "multilingual"]:
+        text = corpus(corpus_name)[:200_000]
+        for _ in range(40):
+            a = rng.randrange(len(text))
+            texts.append(text[a : a + rng.choice([0, 1, 50, 3000, 20_000])])
+    texts.append("x\ud800y")  # lone surrogate: replaced as in encode
+    expected = [enc.encode_ordinary(t) for t in texts]
+    assert enc.encode_ordinary_batch(texts, num_threads=threads) == expected
+    assert enc.encode_batch(texts, num_threads=threads) == expected
+    assert enc.count_batch(texts, num_threads=threads) == [len(e) for e in expected]
+
+
+def test_batch_special_handling():
+    enc = bpecore.get_encoding("cl100k_base")
+    texts = ["a<|endoftext|>b", "plain", "<|fim_prefix|>x"]
+    assert enc.encode_batch(texts, allowed_special="all") == [enc.encode(t, allowed_special="all") for t in texts]
+    with pytest.raises(ValueError):
+        enc.encode_batch(texts)
+
+
+@pytest.mark.parametrize("corpus_name", ["english", "multilingual", "code"])
+def test_piece_cache_long_text(corpus_name, corpus, tiktoken_encoding):
+    # Texts >= 4 KB go through the per-call cache of repeated pieces; repeats must copy exact ids.
+    text = _sample(corpus, corpus_name, 300_000)
+    text = text + text[:50_000]
+    for name in ENCODINGS:
+        enc = bpecore.get_encoding(name)
+        expected = tiktoken_encoding(name).encode_ordinary(text)
+        assert enc.encode_ordinary(text) == expected
+        assert enc.count(text) == len(expected)
+
+
+@given(words=st.lists(st.sampled_from(["naïve", "Straße", "東京都", "zKuX3yB6", "  ", "\n", "über", "aaaa"]),
+                      min_size=800, max_size=2000))
+def test_hyp_cached_pieces_match_tiktoken(words, tiktoken_encoding):
+    text = " ".join(words)
+    assert len(text.encode()) >= 4096  # long enough for the piece cache
+    for name in ENCODINGS:
+        expected = tiktoken_encoding(name).encode_ordinary(text)
+        enc = bpecore.get_encoding(name)
+        assert enc.encode_ordinary(text) == expected
+        assert enc.count(text) == len(expected)
+
+
+HARMONY_TEXTS = [
+    "<|start|>user<|message|>hi<|end|>",
+    "x <|reserved_200100|> y <|endoftext|>",
+    "<|<|channel|>|>",
+    "no specials here, just <| and |> apart",
+    "<|return|><|call|><|constrain|>",
+]
+
+
+@pytest.mark.parametrize("text", HARMONY_TEXTS)
+def test_special_handling_matches_tiktoken_harmony(text, tiktoken_encoding):
+    tiktoken = pytest.importorskip("tiktoken")
+    enc = bpecore.get_encoding("o200k_harmony")
+    from tests.conftest import PATTERNS, shared_ranks
+
+    tk = tiktoken.Encoding("o200k_harmony", pat_str=PATTERNS["o200k_base"], mergeable_ranks=shared_ranks("o200k_base"),
+                           special_tokens=enc.special_tokens)
+    assert enc.encode(text, allowed_special="all") == tk.encode(text, allowed_special="all")
+    assert enc.encode(text, disallowed_special=()) == tk.encode(text, disallowed_special=())
+    some = {"<|endoftext|>", "<|message|>"}
+    for kwargs in [{}, {"allowed_special": some}, {"disallowed_special": {"<|end|>"}}, {"allowed_special": some, "disallowed_special": ()}]:
+        try:
+            expected = tk.encode(text, **kwargs)
+        except ValueError:
+            with pytest.raises(ValueError):
+                enc.encode(text, **kwargs)
+        else:
+            assert enc.encode(text, **kwargs) == expected
+
+
+def test_disallowed_non_special_string_is_searched():
+    # tiktoken searches any string passed as disallowed_special, special token or not.
+    enc = bpecore.get_encoding("cl100k_base")
+    with pytest.raises(ValueError, match="hello"):
+        enc.encode("say hello", disallowed_special={"hello"})
+    assert enc.encode("say hi", disallowed_special={"hello"}) == enc.encode_ordinary("say hi")
+
+
+def test_many_specials_found_in_one_scan():
+    enc = bpecore.get_encoding("o200k_harmony")
+    text = ("word " * 2000) + "<|reserved_200500|>"
+    with pytest.raises(ValueError, match="reserved_200500"):
+        enc.encode(text)
+    assert enc.encode(text, allowed_special="all")[-1] == enc.special_tokens["<|reserved_200500|>"]
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_threads_share_one_encoder(name, corpus):
+    enc = bpecore.get_encoding(name)
+    texts = [corpus(c)[i * 7000 : i * 7000 + 30_000] for c in ["english", "multilingual", "code"] for i in range(4)]
+    expected = [enc.encode_ordinary(t) for t in texts]
+    errors: list[str] = []
+
+    def work(k: int) -> None:
+        for j in range(6):
+            i = (k + j) % len(texts)
+            if enc.encode_ordinary(texts[i]) != expected[i] or enc.count(texts[i]) != len(expected[i]):
+                errors.append(f"thread {k} text {i}")
+            if enc.encode_to_buffer(texts[i]).tolist() != expected[i]:
+                errors.append(f"thread {k} buffer {i}")
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
