@@ -49,6 +49,7 @@ cdef class Appender:
     cdef Py_ssize_t last_start        #: start of the last (unstable) piece
     cdef vector[uint32_t] last        #: last[x]: last token of BPE(buf[last_start:last_start+x])
     cdef vector[uint32_t] cnt         #: cnt[x]: token count of the same prefix
+    cdef Py_ssize_t last_count        #: tokens of the last piece (table kept only past SHORT_PIECE bytes)
     cdef int shape                    #: what appending one more character can do (SHAPE_*)
     cdef bint shape_flag              #: o200k word: has a lower-class char; space: has \r or \n
     cdef vector[uint32_t] scratch

@@ -45,6 +45,9 @@ cdef enum:
     FL_LOWER = FL_LL | FL_LM | FL_LO | FL_M    #: o200k [\p{Ll}\p{Lm}\p{Lo}\p{M}]
 
 cdef enum:
+    SHORT_PIECE = 48  #: last pieces up to this many bytes are re-encoded whole instead of tabled
+
+cdef enum:
     SHAPE_NONE = 0    #: no rule: the next push re-cuts the tail
     SHAPE_WORD = 1    #: [prefix] letters; one more letter (of the right case for o200k) extends it
     SHAPE_SPACE = 2   #: whitespace only; one more whitespace character extends it (o200k: see _extends)
@@ -226,16 +229,22 @@ cdef class Appender:
         self.cnt.push_back(0)
 
     cdef Py_ssize_t c_count(self) noexcept nogil:
-        return self.committed + self.mid_count + self.cnt[self.buf.size() - self.last_start]
+        return self.committed + self.mid_count + self.last_count
 
     cdef void _extend_last(self) noexcept nogil:
-        cdef Py_ssize_t x
+        """Update ``last_count``: short pieces are encoded whole (usually one hash lookup);
+        from SHORT_PIECE bytes on, the prefix table is kept and extended byte by byte."""
+        cdef Py_ssize_t x, length = self.buf.size() - self.last_start
         cdef uint32_t t
         cdef const uint8_t* p = self.buf.data() + self.last_start
-        for x in range(self.last.size(), self.buf.size() - self.last_start + 1):
+        if length <= SHORT_PIECE and self.last.size() == 1:
+            self.last_count = count_bytes(self.v, p, length, self.out, self.bits)
+            return
+        for x in range(self.last.size(), length + 1):
             t = last_token(self.v, &self.trie.view, p, x, self.last.data(), self.scratch)
             self.last.push_back(t)
             self.cnt.push_back(self.cnt[x - token_len(self.v, t)] + 1)
+        self.last_count = self.cnt[length]
 
     cdef void c_push(self, const uint8_t* data, Py_ssize_t n) noexcept nogil:
         """Append the complete UTF-8 ``data[:n]``."""
