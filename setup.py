@@ -29,4 +29,7 @@ extensions = [
     for name in MODULES
 ]
 
-setup(ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES))
+setup(
+    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES, nthreads=os.cpu_count() or 1),
+    options={"build_ext": {"parallel": os.cpu_count() or 1}},
+)
