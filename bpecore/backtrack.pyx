@@ -8,8 +8,51 @@ costs O(n * L) pair checks in the worst case (L = longest token, 128 here; worst
 that hit many dead ends, e.g. random base64) and about one trie walk per output token on average.
 Memory: the output vector plus n/8 bytes of dead-end bits per piece.
 
-Pieces that are themselves a token (most of them in real text) take one hash lookup.
+Pieces that are themselves a token (90-96% of pieces in English and code) take one probe of the
+whole-piece table (VocabView.pieces, one cache line for tokens up to 8 bytes). In texts of 4 KB or
+more, other pieces are remembered in a per-call direct-mapped cache (at most 16384 slots, 384 KB),
+so a repeated word costs a memcmp and a copy; each call owns its cache, nothing is shared between
+threads. Memory per call: the output vector (4 bytes per token) plus that cache.
 """
+
+# Performance notes. Measured with a side-by-side script like `benches/bench_encode.py --size
+# 2000000` (count and encode_ordinary vs tiktoken, cl100k, median of 5 runs, MB/s); the
+# 2-core box is shared and noisy (tiktoken itself varied 8-15 MB/s during this work), so compare
+# ratios to tiktoken measured in the same run. perf record/annotate for where the time goes.
+#   0. Start (whole-piece lookup via bytes_table, trie by hash, pair table split in two arrays):
+#      count english 50.9 (3.6x tiktoken), multilingual 18.5 (1.6x), adv_unicode 22 (0.9x).
+#      perf: 30% in encode_piece, stalls on bytes_table / token_starts / all_bytes (3-4 cache
+#      misses per whole-piece lookup), trie_keys + trie_vals + node_token (3 per trie step).
+#   1. Whole-piece table with the first 8 bytes inline (PieceEntry, 16 B, reachable tokens only,
+#      multiplicative hash of head + last 8 bytes + length): a hit on a <= 8-byte piece reads one
+#      line. count no longer pushes whole pieces. count english 60-65 (5.0x), code 66-71 (6.4x).
+#      Kept.
+#   2. Trie and pair tables as one 16-byte slot each (TrieEntry: key, child, child's token;
+#      PairEntry): one line per trie step / pair probe instead of 2-3. In 1's numbers. Kept.
+#      The trie table is sized by its node count (it was sized by total token bytes: 2x larger).
+#   3. Per-call cache of non-token pieces (71% of non-token pieces repeat within 2M chars of
+#      multilingual, 72% in code, 9% in adv_base64, 3% in adv_unicode): 4096 fixed slots gave
+#      multilingual 18 -> 22-25; slots scaled with the text (1 per 64 bytes, 256..16384) gave
+#      multilingual count 49.7 (4.0x), english 100 (6.8x), code 103 (8.6x); adv_base64 and
+#      adv_unicode unchanged within noise (a miss costs one L2 slot read). Kept. It only pays on
+#      long texts: below 4 KB it is off (benches/bench_encode.py "Small inputs" shows both).
+#   4. Token lists built from one shared list of int objects (INCREF + store, no PyLong
+#      allocation per token): encode english 43.6 -> 62-70 MB/s with 3. Kept.
+#   5. first2: direct 64K table for the first two trie steps (one L2 read instead of a
+#      root_child + node_token + hash probe), and a 2**21-bit filter in front of pair_lookup
+#      (most is_valid_pair probes are misses): adv_unicode (1.1 bytes/token, every step misses)
+#      count 20 -> 32.7 (2.0x tiktoken), multilingual 49.7 -> ~41-50 (noise), adv_base64 ~ +0%
+#      (its pieces are 1-16 bytes of mixed case that do hit the pair table). Kept.
+# Not done / rejected:
+#   - A byte-pair merge loop (tiktoken's algorithm) on token ids for short pieces: it needs the
+#     pair table to hold every adjacent pair whose bytes form a token, which our split-derived
+#     table does not guarantee for arbitrary vocabularies; not tried for exactness reasons.
+#   - A global or thread-local cache of pieces: per-call is enough to catch repeats in long
+#     texts and needs no synchronisation; a read-only table of frequent pieces built at load
+#     would need a training corpus. Not tried.
+#   - Inlining the scanner into the encode loop (pretokenize is a separate module): the scanner
+#     alone runs at 400+ MB/s, ~15% of the time at 60 MB/s; not done within this change.
+#   - -march flags: not allowed (wheels must run anywhere).
 
 from cpython cimport array
 from cpython.ref cimport PyObject
