@@ -12,6 +12,7 @@ import gzip
 import hashlib
 import json
 import os
+from functools import partial
 from typing import Any
 
 
@@ -35,7 +36,42 @@ def read_file(path: str | os.PathLike) -> bytes:
 
 
 def parse_tiktoken(data: bytes, source: str = "<bytes>") -> dict[bytes, int]:
-    """Parse `.tiktoken` content: one ``<base64 token> <rank>`` per line."""
+    """Parse `.tiktoken` content: one ``<base64 token> <rank>`` per line.
+
+    A fast pass handles well-formed files; anything odd goes through the line-by-line pass, which
+    names the first bad line.
+    """
+    ranks = _parse_tiktoken_fast(data)
+    return ranks if ranks is not None else _parse_tiktoken_checked(data, source)
+
+
+_strict_b64 = partial(binascii.a2b_base64, strict_mode=True)
+
+
+def _parse_tiktoken_fast(data: bytes) -> dict[bytes, int] | None:
+    fields = data.split()
+    n_lines = sum(1 for line in data.splitlines() if line.strip())
+    if len(fields) != 2 * n_lines:
+        return None
+    try:
+        ranks = dict(zip(map(_strict_b64, fields[0::2]), map(int, fields[1::2])))
+    except (ValueError, binascii.Error):
+        return None
+    lines = fields[0::2]
+    values = ranks.values()
+    if (
+        not ranks
+        or len(ranks) != len(lines)
+        or len(set(values)) != len(ranks)
+        or min(values) < 0
+        or max(values) >= 0xFFFFFFFF
+        or b"" in ranks
+    ):
+        return None
+    return ranks
+
+
+def _parse_tiktoken_checked(data: bytes, source: str) -> dict[bytes, int]:
     ranks: dict[bytes, int] = {}
     seen_ranks: dict[int, int] = {}
     for lineno, line in enumerate(data.splitlines(), 1):

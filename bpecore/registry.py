@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Callable
 
 from bpecore.encoding import Encoding
+from bpecore.vocab import Vocab
 from bpecore.load import VocabError, load_tiktoken_ranks, parse_hf, parse_tiktoken, read_file
 
 ENDOFTEXT = "<|endoftext|>"
@@ -56,10 +57,23 @@ def _load_shipped(filename: str) -> tuple[dict[bytes, int], str]:
     return parse_tiktoken(data, str(path)), actual
 
 
+_vocabs: dict[str, tuple[Vocab, str]] = {}
+_vocab_lock = threading.Lock()
+
+
+def _shipped_vocab(filename: str) -> tuple[Vocab, str]:
+    """The Vocab of a shipped file, built once per process (o200k_base and o200k_harmony share it)."""
+    with _vocab_lock:
+        if filename not in _vocabs:
+            ranks, digest = _load_shipped(filename)
+            _vocabs[filename] = (Vocab(ranks), digest)
+        return _vocabs[filename]
+
+
 def _shipped(name: str, filename: str, pattern: str, special_tokens: dict[str, int]) -> Callable[[], Encoding]:
     def build() -> Encoding:
-        ranks, digest = _load_shipped(filename)
-        enc = Encoding(name, ranks, pattern, special_tokens)
+        vocab, digest = _shipped_vocab(filename)
+        enc = Encoding(name, None, pattern, special_tokens, vocab=vocab)
         enc.vocab_sha256 = digest
         return enc
 
