@@ -108,6 +108,7 @@ def test_load_hf_bytelevel_uses_gpt2_pattern(tmp_path):
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(_toy_hf("string", {"type": "ByteLevel", "add_prefix_space": False})))
     enc = bpecore.load_hf(path)
+    assert enc.pattern == bpecore.registry.R50K_PATTERN  # GPT-2 cuts like r50k: the scanner applies
     assert enc.encode("ab's") == [256, 39, 115]
 
 
