@@ -91,6 +91,10 @@ def main() -> None:
             ac.push(ch)
         return ac.count
 
+    ac = enc.appendable_counter()
+    for ch in text100k:
+        ac.push(ch)
+    print(f"appending counter memory after 100 KB: {ac.memory_bytes() / len(text100k.encode()):.2f} bytes per text byte")
     t_app = median_time(append_all, repeat)
     t_once = median_time(lambda: enc.count(text100k), repeat)
     assert append_all() == enc.count(text100k)
