@@ -8,7 +8,8 @@ part (Unicode word boundaries), grapheme, character. See DESIGN.md "Chunking" an
 
 Per chunk starting at ``s``:
   1. ``e_max``: the largest end with ``count(text[s:e_max]) <= max_tokens`` (``Encoding.split_at``
-     on a window of the text that grows until the answer lies inside it);
+     on a window of the text that grows until the answer lies inside it, so the work per chunk
+     follows the chunk's size, not the text's);
   2. from the best boundary level down, walk that level's boundaries right to left from ``e_max``
      (a reverse regex search, so only the tail of the window is scanned) and take the first whose
      chunk verifies exactly with the interval counter (counts are not monotonic in the cut, so a
@@ -65,13 +66,16 @@ _REV = regex.REVERSE | regex.VERSION1
 _S = r"[\s\x1c-\x1f]"
 _WS_TAIL = regex.compile(_S + "+", _REV)  # anchored at endpos by .match in reverse mode
 _WS_HEAD = regex.compile(_S + "+", regex.VERSION1)
-_PARAGRAPH_RE = regex.compile(r"\n[[\s\x1c-\x1f]--\n]*\n" + _S + "*", _REV)
-_LINE_RE = regex.compile(r"\n" + _S + "*", _REV)
+# Separators are matched without the whitespace that follows them (the boundary is moved past it
+# afterwards): a reverse search for "separator + whitespace*" rescans a whitespace run at every
+# position, quadratic in the run's length.
+_PARAGRAPH_RE = regex.compile(r"\n[[\s\x1c-\x1f]--\n]*\n", _REV)
+_LINE_RE = regex.compile(r"\n", _REV)
 # A sentence ends at a run of terminators, then closing quotes/brackets, then whitespace; the
 # full-width CJK terminators need no whitespace after them.
 _SENTENCE_RE = regex.compile(
-    r"[\p{SB=STerm}\p{SB=ATerm}]+\p{SB=Close}*[\s\x1c-\x1f]+"
-    r"|[\u3002\uff01\uff1f\uff61\ufe52\ufe56\ufe57]+\p{SB=Close}*[\s\x1c-\x1f]*",
+    r"[\p{SB=STerm}\p{SB=ATerm}]+\p{SB=Close}*(?=[\s\x1c-\x1f])"
+    r"|[\u3002\uff01\uff1f\uff61\ufe52\ufe56\ufe57]+\p{SB=Close}*",
     _REV,
 )
 _WORD_RE = regex.compile(_S + "+", _REV)
@@ -97,57 +101,9 @@ _MARKDOWN_RE = regex.compile(
     regex.MULTILINE | regex.VERSION1,
 )
 
+_LOOKAHEAD = 16  # ends checked past a crossing: prefix counts are not monotonic inside a piece
+_WS_LOOKAHEAD = 130  # ... and inside whitespace, whose tokens are up to 128 characters long
 _MAX_FAILED_PER_LEVEL = 8  # exact checks that may fail (non-monotone counts) before going a level down
-
-
-# ---------------------------------------------------------------------------- exact counting
-class _SliceCounter:
-    """Stand-in for ``Encoding.interval_counter`` (exact, slow): re-encodes each slice."""
-
-    __slots__ = ("_enc", "_text")
-
-    def __init__(self, enc: Encoding, text: str) -> None:
-        self._enc = enc
-        self._text = text
-
-    def count(self, i: int, j: int) -> int:
-        return self._enc.count(self._text[i:j])
-
-
-def _utf8(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _split_at_slow(enc: Encoding, text: str, n: int) -> int:
-    """Stand-in for ``Encoding.split_at``: largest ``k`` with ``count(text[:k]) <= n``.
-
-    Counts are exact; the start guess comes from the byte length of the first ``n`` tokens.
-    """
-    tokens = enc.encode_ordinary(text)
-    if len(tokens) <= n:
-        return len(text)
-    nbytes = len(enc.decode_bytes(tokens[:n]))
-    k = len(_utf8(text)[:nbytes].decode("utf-8", "ignore"))
-    while k > 0 and enc.count(text[:k]) > n:
-        k -= 1
-    while k < len(text) and enc.count(text[: k + 1]) <= n:
-        k += 1
-    return k
-
-
-def _split_at_end_slow(enc: Encoding, text: str, n: int) -> int:
-    """Stand-in for ``Encoding.split_at_end``: smallest ``k`` with ``count(text[k:]) <= n``."""
-    tokens = enc.encode_ordinary(text)
-    if len(tokens) <= n:
-        return 0
-    raw = _utf8(text)
-    nbytes = len(raw) - (len(enc.decode_bytes(tokens[len(tokens) - n :])) if n else 0)
-    k = len(text) - len(raw[nbytes:].decode("utf-8", "ignore"))
-    while k < len(text) and enc.count(text[k:]) > n:
-        k += 1
-    while k > 0 and enc.count(text[k - 1 :]) <= n:
-        k -= 1
-    return k
 
 
 def _resolve(encoding: str | Encoding) -> Encoding:
@@ -169,42 +125,90 @@ class _Chunker:
         self.max_tokens = max_tokens
         self.overlap = overlap
         self.trim = trim
-        if hasattr(enc, "interval_counter"):
-            self.counter = enc.interval_counter(text)
-            self._split_at = enc.split_at
-            self._split_at_end = enc.split_at_end
-        else:
-            self.counter = _SliceCounter(enc, text)
-            self._split_at = lambda t, k: _split_at_slow(enc, t, k)
-            self._split_at_end = lambda t, k: _split_at_end_slow(enc, t, k)
+        self.counter = enc.interval_counter(text)
         self.chars_per_token = 4.0
         self.sections = self._markdown_sections() if markdown else []
 
     # ------------------------------------------------------------------ helpers
-    def _window(self, tokens: int) -> int:
-        return int(tokens * self.chars_per_token * 1.25) + 128
-
     def _farthest_end(self, s: int, tokens: int) -> int:
-        """Largest ``e`` with ``count(text[s:e]) <= tokens`` (split_at on a growing window)."""
-        size = self._window(tokens)
+        """The largest ``e`` with ``count(text[s:e]) <= tokens``, from exact interval counts.
+
+        A gallop from ``s`` brackets the answer, then interpolation steps (alternating with
+        halvings) close in on a crossing ``lo`` (fits) / ``lo + 1`` (does not); counts are not monotonic inside a pre-token piece ("worl" may be 2
+        tokens and "world" 1), so the next ``_LOOKAHEAD`` ends are checked too. About 10-30 O(1)
+        queries per chunk, against a ``split_at`` whose work grows with ``tokens``.
+        """
+        count, n = self.counter.count, self.n
+        # Gallop out from s (a query can cost as much as re-encoding its slice when s falls inside
+        # a huge pre-token piece, so never ask about more than about twice the chunk).
+        lo, c_lo = s, 0
+        step = max(16, int(tokens * self.chars_per_token * 1.25))
         while True:
-            hi = min(self.n, s + size)
-            k = self._split_at(self.text[s:hi], tokens)
-            # Prefix counts are not monotonic: an answer near the window's end might be beaten by
-            # a longer prefix, so only accept one that leaves a margin (or the text's end).
-            if hi == self.n or k < hi - s - 32:
-                return s + k
-            size *= 2
+            hi = min(n, lo + step)
+            c_hi = count(s, hi)
+            if c_hi > tokens:
+                break
+            if hi == n:
+                return n
+            lo, c_lo = hi, c_hi
+            step *= 2
+        guess = lo + int((hi - lo) * (tokens + 0.5 - c_lo) / (c_hi - c_lo))
+        halve = False
+        while hi - lo > 1:
+            if halve or not lo < guess < hi:
+                guess = (lo + hi) // 2
+            c = count(s, guess)
+            if c <= tokens:
+                lo, c_lo = guess, c
+            else:
+                hi, c_hi = guess, c
+            guess = lo + int((hi - lo) * (tokens + 0.5 - c_lo) / (c_hi - c_lo))
+            halve = not halve
+        best = lo
+        stop = lo + 1 + _LOOKAHEAD
+        if lo < n and self.text[lo].isspace():  # whitespace tokens run up to 128 characters
+            stop = max(stop, self._skip_ws(lo, min(n, lo + _WS_LOOKAHEAD)) + 1)
+        for e in range(lo + 2, min(n, stop) + 1):
+            if count(s, e) <= tokens:
+                best = e
+        return best
 
     def _nearest_start(self, e: int, lo: int, tokens: int) -> int:
-        """Smallest ``s >= lo`` with ``count(text[s:e]) <= tokens`` (split_at_end on a window)."""
-        size = self._window(tokens)
+        """The smallest ``s >= lo`` with ``count(text[s:e]) <= tokens`` (the mirror image)."""
+        count = self.counter.count
+        near, c_near = e, 0  # count(far, e) > tokens >= count(near, e)
+        step = max(16, int(tokens * self.chars_per_token * 1.25))
         while True:
-            a = max(lo, e - size)
-            k = self._split_at_end(self.text[a:e], tokens)
-            if a == lo or k > 32:
-                return a + k
-            size *= 2
+            far = max(lo, near - step)
+            c_far = count(far, e)
+            if c_far <= tokens:
+                if far == lo:
+                    return lo
+                near, c_near = far, c_far
+                step *= 2
+                continue
+            break
+        guess = near - int((near - far) * (tokens + 0.5 - c_near) / (c_far - c_near))
+        halve = False
+        while near - far > 1:
+            if halve or not far < guess < near:
+                guess = (far + near) // 2
+            c = count(guess, e)
+            if c <= tokens:
+                near, c_near = guess, c
+            else:
+                far, c_far = guess, c
+            guess = near - int((near - far) * (tokens + 0.5 - c_near) / (c_far - c_near))
+            halve = not halve
+        best = near
+        stop = near - 1 - _LOOKAHEAD
+        if near > 0 and self.text[near - 1].isspace():
+            m = _WS_TAIL.match(self.text, max(lo, near - _WS_LOOKAHEAD), near)
+            stop = min(stop, m.start() - 1)
+        for s in range(near - 2, max(lo, stop) - 1, -1):
+            if count(s, e) <= tokens:
+                best = s
+        return best
 
     def _rstrip(self, s: int, b: int) -> int:
         if not self.trim:
@@ -212,8 +216,8 @@ class _Chunker:
         m = _WS_TAIL.match(self.text, s, b)
         return m.start() if m else b
 
-    def _skip_ws(self, i: int) -> int:
-        m = _WS_HEAD.match(self.text, i)
+    def _skip_ws(self, i: int, stop: int | None = None) -> int:
+        m = _WS_HEAD.match(self.text, i, self.n if stop is None else stop)
         return m.end() if m else i
 
     def _cuts_cluster(self, b: int) -> bool:
@@ -263,11 +267,18 @@ class _Chunker:
                     yield b
             return
         pattern = _LEVEL_PATTERNS[level]
-        for m in pattern.finditer(text, s, e):
+        # The sentence pattern looks one character ahead (whitespace after the terminator).
+        endpos = min(self.n, e + 1) if level == _SENTENCE else e
+        skip = level in _WS_FOLLOWS
+        for m in pattern.finditer(text, s, endpos):
             b = m.end()
             if b <= s:
                 return
-            if self._cuts_cluster(b):
+            if skip:
+                w = _WS_HEAD.match(text, b, e)
+                if w is not None:
+                    b = w.end()
+            if b > e or self._cuts_cluster(b):
                 continue
             if level == _SENTENCE and not self._sentence_ends(m, b):
                 continue
@@ -277,7 +288,7 @@ class _Chunker:
         text = self.text
         if b < self.n and _LOWER.match(text, b):
             return False
-        if m.group().rstrip() == ".":
+        if m.group() == ".":
             w = _WORD_BEFORE_DOT.search(text, max(0, m.start() - 24), m.start() + 1)
             if w is not None:
                 word = w.group(1)
@@ -374,6 +385,7 @@ class _Chunker:
         return k if k < end else None
 
 
+_WS_FOLLOWS = frozenset({_PARAGRAPH, _LINE, _SENTENCE, _PUNCT})  # boundary moves past whitespace after the match
 _LEVEL_PATTERNS = {
     _PARAGRAPH: _PARAGRAPH_RE,
     _LINE: _LINE_RE,

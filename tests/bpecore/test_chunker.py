@@ -308,3 +308,23 @@ def test_hyp_overlap_bound(cl100k, text, max_tokens, data):
 def test_hyp_o200k(text, max_tokens):
     enc = bpecore.get_encoding("o200k_base")
     check_chunks(enc, text, chunk(text, enc, max_tokens, markdown=True), max_tokens)
+
+
+# ------------------------------------------------------------------------------ internals
+@pytest.mark.parametrize("name", CORPORA)
+def test_farthest_end_and_nearest_start_agree_with_split_at(corpus, encoding_name, name):
+    """The chunker's interval-counter searches find what split_at / split_at_end define."""
+    from bpecore.chunker import _Chunker
+
+    enc = bpecore.get_encoding(encoding_name)
+    text = corpus(name)[:40_000]
+    state = _Chunker(enc, text, 100, 0, True, False)
+    rng = random.Random(name)
+    for _ in range(30):
+        s = rng.randrange(len(text))
+        n = rng.choice([1, 3, 10, 100])
+        state.chars_per_token = rng.choice([1.0, 4.0, 20.0])
+        window = text[s : s + 100 * n + 300]  # long enough to hold the answer with room to spare
+        assert state._farthest_end(s, n) == s + enc.split_at(window, n)
+        e = rng.randrange(s, s + len(window) + 1)
+        assert state._nearest_start(e, s, n) == s + enc.split_at_end(text[s:e], n)
