@@ -168,6 +168,13 @@ class _Chunker:
         stop = lo + 1 + _LOOKAHEAD
         if lo < n and self.text[lo].isspace():  # whitespace tokens run up to 128 characters
             stop = max(stop, self._skip_ws(lo, min(n, lo + _WS_LOOKAHEAD)) + 1)
+        else:
+            # Pieces end at whitespace, but a space left at the end costs a token that the next
+            # word would absorb (" for"): look up to the whitespace after the next word.
+            w = _WS_HEAD.search(self.text, lo, min(n, stop))
+            w = w and _WS_HEAD.search(self.text, w.end(), min(n, stop))
+            if w is not None:
+                stop = w.start() + 1
         for e in range(lo + 2, min(n, stop) + 1):
             if count(s, e) <= tokens:
                 best = e
