@@ -372,7 +372,12 @@ class Encoding:
         >>> get_encoding("cl100k_base").decode_bytes([15339, 1917])
         b'hello world'
         """
-        return self._vocab.decode_bytes(tokens, self._special_bytes)
+        try:
+            return self._vocab.decode_bytes(tokens, self._special_bytes)
+        except OverflowError:  # an id beyond the C integer range: as unknown as any other
+            raise ValueError(
+                f"a token id is not in this vocabulary (valid: 0..{len(self._vocab) - 1} and special tokens)"
+            ) from None
 
     def decode(self, tokens: Iterable[int], errors: str = "replace") -> str:
         """The text of ``tokens``; invalid UTF-8 is replaced with U+FFFD (``errors`` as in bytes.decode)."""
