@@ -7,17 +7,23 @@ part (Unicode word boundaries), grapheme, character. See DESIGN.md "Chunking" an
 "Chunking" section for the rule; this docstring only names the steps.
 
 Per chunk starting at ``s``:
-  1. ``e_max``: the largest end with ``count(text[s:e_max]) <= max_tokens`` (``Encoding.split_at``
-     on a window of the text that grows until the answer lies inside it, so the work per chunk
-     follows the chunk's size, not the text's);
+  1. ``e_max``: the largest end with ``count(text[s:e_max]) <= max_tokens``, found with the
+     interval counter (a gallop out from ``s``, interpolation steps, then a look-ahead to the
+     next word's end, since prefix counts are not monotonic); tests check it equals
+     ``Encoding.split_at``, which costs ~2 us per token where this costs ~15 O(1) queries;
   2. from the best boundary level down, walk that level's boundaries right to left from ``e_max``
      (a reverse regex search, so only the tail of the window is scanned) and take the first whose
-     chunk verifies exactly with the interval counter (counts are not monotonic in the cut, so a
-     boundary left of ``e_max`` may still not fit: then step back);
+     chunk verifies exactly with the interval counter (a boundary left of ``e_max`` may still not
+     fit: then step back);
   3. with ``overlap``, the next chunk starts at the first word start ``s'`` with
-     ``count(text[s':end]) <= overlap`` (``Encoding.split_at_end`` on a window, then snap forward).
-Cost: about one pass over the text: one interval-counter pass, one ``split_at`` per chunk (work
-grows with ``max_tokens``), and regex scans over each chunk's tail.
+     ``count(text[s':end]) <= overlap`` (the mirror search, equal to ``split_at_end``).
+Cost: one interval-counter pass over the text, then O(1) queries and regex scans over each
+chunk's tail: about one pass.
+
+Performance notes: ``split_at`` on a window per chunk was 5 ms per 2048-token chunk (2.5 MB/s on
+english); interval-counter queries made it 15-35 MB/s. A reverse search for "separator then
+whitespace" was quadratic in a whitespace run's length (21 s for 20k spaces and tabs): separators
+are now matched alone and the whitespace after them skipped forwards.
 """
 
 from __future__ import annotations
