@@ -170,7 +170,15 @@ def parse_hf(data: bytes, source: str = "<bytes>") -> tuple[dict[bytes, int], st
 
     Returns (mergeable_ranks, pattern, special_tokens, merges) where merges are (left, right, merged)
     ids, so the caller can check BPE-by-rank gives the same merges as the file's list.
+    Any malformed file raises VocabError (a wrong type anywhere, JSON nested too deep).
     """
+    try:
+        return _parse_hf(data, source)
+    except (RecursionError, TypeError, AttributeError, KeyError, IndexError) as e:
+        raise VocabError(f"{source}: malformed tokenizer.json: {type(e).__name__}: {e}") from e
+
+
+def _parse_hf(data: bytes, source: str) -> tuple[dict[bytes, int], str | None, dict[str, int], list[tuple[int, int, int]]]:
     try:
         doc = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -187,6 +195,9 @@ def parse_hf(data: bytes, source: str = "<bytes>") -> tuple[dict[bytes, int], st
     merges = model.get("merges")
     if not isinstance(vocab, dict) or not isinstance(merges, list):
         raise VocabError(f"{source}: model needs a 'vocab' object and a 'merges' list")
+    for token, tid in vocab.items():
+        if type(tid) is not int or tid < 0:
+            raise VocabError(f"{source}: vocab id of {token!r} is {tid!r}, not an integer >= 0")
     byte_of = {c: b for b, c in bytes_to_unicode().items()}
 
     def to_bytes(token: str, where: str) -> bytes:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import bpecore
+from bpecore.load import bytes_to_unicode
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
@@ -17,3 +20,46 @@ def test_decode_id_beyond_c_range_is_valueerror(name, bad):
             call([15339, bad])
     with pytest.raises(ValueError):
         enc.decode_single_token_bytes(bad)
+
+
+def _hf_doc() -> dict:
+    b2u = bytes_to_unicode()
+    vocab = {b2u[b]: b for b in range(256)}
+    for left, right in [("h", "e"), ("l", "l"), ("he", "ll")]:
+        vocab[left + right] = len(vocab)
+    return {"normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+            "model": {"type": "BPE", "vocab": vocab, "merges": ["h e", "l l", "he ll"]}}
+
+
+def _write(tmp_path, data: bytes):
+    path = tmp_path / "tok" / "tokenizer.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def _mutated(fn) -> bytes:
+    doc = _hf_doc()
+    fn(doc)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, id="deep-nesting"),  # was RecursionError
+        pytest.param(_mutated(lambda d: d.update(added_tokens=["\u0120"])), id="added-token-not-object"),
+        pytest.param(_mutated(lambda d: d.update(added_tokens=7)), id="added-tokens-int"),
+        pytest.param(_mutated(lambda d: d.update(normalizer="NFC")), id="normalizer-string"),
+        pytest.param(_mutated(lambda d: d.update(pre_tokenizer=[1])), id="pre-tokenizer-list"),
+        pytest.param(_mutated(lambda d: d["model"]["vocab"].update(h=[1])), id="vocab-id-list"),  # was TypeError
+        pytest.param(_mutated(lambda d: d["model"]["vocab"].update(h="7")), id="vocab-id-string"),
+        pytest.param(_mutated(lambda d: d["model"]["vocab"].update(h=1.5)), id="vocab-id-float"),
+        pytest.param(_mutated(lambda d: d["model"]["vocab"].update(h=-3)), id="vocab-id-negative"),
+        pytest.param(_mutated(lambda d: d["model"].update(merges=[["h", ["e"]]])), id="merge-part-list"),
+    ],
+)
+def test_malformed_tokenizer_json_is_vocab_error(tmp_path, data):
+    with pytest.raises(bpecore.VocabError):
+        bpecore.load_hf(_write(tmp_path, data))
