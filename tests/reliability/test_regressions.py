@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -63,3 +64,13 @@ def _mutated(fn) -> bytes:
 def test_malformed_tokenizer_json_is_vocab_error(tmp_path, data):
     with pytest.raises(bpecore.VocabError):
         bpecore.load_hf(_write(tmp_path, data))
+
+
+def test_small_tokenizer_json_loads_fast(tmp_path):
+    # bytes_to_unicode() was rebuilt once per byte: 0.4 s for a 260-token file
+    path = _write(tmp_path, json.dumps(_hf_doc()).encode())
+    t0 = time.perf_counter()
+    for _ in range(5):
+        enc = bpecore.load_hf(path)
+    assert (time.perf_counter() - t0) / 5 < 0.1
+    assert enc.decode(enc.encode("hello")) == "hello"
