@@ -133,6 +133,7 @@ class _Chunker:
         self.trim = trim
         self.counter = enc.interval_counter(text)
         self.chars_per_token = 4.0
+        self.heading_ends: set[int] = set()  # where a heading's body starts: no cut there
         self.sections = self._markdown_sections() if markdown else []
 
     # ------------------------------------------------------------------ helpers
@@ -253,9 +254,13 @@ class _Chunker:
                 continue
             elif m.group("atx"):
                 out.append((m.start(), _SECTION + 6 - len(m.group("atx"))))
+                eol = self.text.find("\n", m.start())
+                self.heading_ends.add(self._skip_ws(self.n if eol < 0 else eol))
             else:
                 depth = 1 if m.group("under").startswith("=") else 2
                 out.append((m.start(), _SECTION + 6 - depth))
+                self.heading_ends.add(self._skip_ws(m.end()))
+                self.heading_ends.add(self.text.rfind("\n", 0, m.start("under")) + 1)  # its underline
         return out
 
     # ------------------------------------------------------------------ boundary candidates
@@ -295,6 +300,8 @@ class _Chunker:
                 continue
             if level == _SENTENCE and not self._sentence_ends(m, b):
                 continue
+            if b in self.heading_ends:
+                continue  # keep a heading with the text under it
             yield b
 
     def _sentence_ends(self, m: regex.Match, b: int) -> bool:

@@ -328,3 +328,11 @@ def test_farthest_end_and_nearest_start_agree_with_split_at(corpus, encoding_nam
         assert state._farthest_end(s, n) == s + enc.split_at(window, n)
         e = rng.randrange(s, s + len(window) + 1)
         assert state._nearest_start(e, s, n) == s + enc.split_at_end(text[s:e], n)
+
+
+def test_markdown_heading_stays_with_its_text(cl100k):
+    text = "# A\n\nintro text here.\n\n## B\n\n" + "word " * 200 + "\n\n## C\n\nshort.\n\nSetext\n======\n\nbody " + "x " * 300
+    chunks = chunk(text, cl100k, 150, markdown=True)
+    check_chunks(cl100k, text, chunks, 150)
+    assert [c.text for c in chunks[:1]] == ["# A\n\nintro text here."]
+    assert not any(c.text in ("## B", "Setext") or c.text.startswith("=") for c in chunks)
