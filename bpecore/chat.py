@@ -165,5 +165,8 @@ def count_messages(
                 total += fam.tokens_per_name
     total += fam.reply_priming
     if tools:
-        total += _tool_tokens(enc, fam, tools)
+        try:
+            total += _tool_tokens(enc, fam, tools)
+        except (KeyError, TypeError, AttributeError) as e:  # e.g. a tool without a name, a non-object tool
+            raise ValueError(f"malformed tool definition ({type(e).__name__}: {e})") from None
     return total

@@ -74,3 +74,28 @@ def test_small_tokenizer_json_loads_fast(tmp_path):
         enc = bpecore.load_hf(path)
     assert (time.perf_counter() - t0) / 5 < 0.1
     assert enc.decode(enc.encode("hello")) == "hello"
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [[{}], [{"type": "function"}], [{"function": {}}], [1], ["x"], [None],
+     [{"function": {"name": "f", "parameters": {"properties": {"a": 1}}}}],
+     [{"function": {"name": "f", "description": 7}}]],
+    ids=repr,
+)
+def test_malformed_tools_are_valueerror(tools):
+    # schemathesis: POST /v1/chat/count {"messages": [], "tools": [{}]} was a 500 (KeyError 'name')
+    with pytest.raises(ValueError, match="malformed tool definition"):
+        bpecore.count_messages([], model="gpt-4o", tools=tools)
+
+
+def test_chat_count_malformed_tools_is_422():
+    from fastapi.testclient import TestClient
+
+    from service.config import Settings
+    from service.main import create_app
+
+    with TestClient(create_app(Settings(load_in_background=False, encodings=["cl100k_base", "o200k_base"]))) as c:
+        r = c.post("/v1/chat/count", json={"messages": [], "model": "gpt-4o", "tools": [{}]})
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["type"] == "unsupported_message"
