@@ -186,8 +186,32 @@ def _non_negative_int(s: str) -> int:
     return v
 
 
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the HTTP service (needs the [service] extra)")
+    p.add_argument("--host", help="interface to listen on (default: BPESVC_HOST or 0.0.0.0)")
+    p.add_argument("--port", type=_positive_int, help="port (default: BPESVC_PORT or 8000)")
+    p.add_argument("--workers", type=_positive_int, help="uvicorn worker processes (default: BPESVC_WORKERS or 1)")
+    p.set_defaults(func=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    try:
+        from service.main import run
+    except ImportError as e:
+        raise _InputError(f"bpecore serve needs the service extra: pip install 'bpecore[service]' ({e})") from e
+    run(args.host, args.port, args.workers)
+    return 0
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    # Listed for --help; ``main`` hands ``bpecore train ...`` to bpecore.train.main, which owns its options.
+    sub.add_parser("train", help="train a byte-level BPE vocabulary (bpecore train --help)", add_help=False)
+
+
 #: Subcommands, in help order: each adds its parser to the subparsers and sets ``func``.
-_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_count, _add_encode, _add_chunk]
+_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_count, _add_encode, _add_chunk, _add_train, _add_serve,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -203,6 +227,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``bpecore`` command line; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:
+        import importlib
+
+        return importlib.import_module("bpecore.train").main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

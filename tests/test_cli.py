@@ -133,9 +133,9 @@ def test_unfittable_character_is_a_clean_error(capsys, files):
 
 
 def test_subcommands_are_pluggable():
-    assert [f.__name__ for f in cli._SUBCOMMANDS] == ["_add_count", "_add_encode", "_add_chunk"]
+    assert [f.__name__ for f in cli._SUBCOMMANDS] == ["_add_count", "_add_encode", "_add_chunk", "_add_train", "_add_serve"]
     help_text = cli.build_parser().format_help()
-    assert all(name in help_text for name in ("count", "encode", "chunk"))
+    assert all(name in help_text for name in ("count", "encode", "chunk", "train", "serve"))
 
 
 def test_module_entry_point(files):
@@ -143,3 +143,19 @@ def test_module_entry_point(files):
         [sys.executable, "-m", "bpecore.cli", "count", str(files[0])], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0 and proc.stdout.split("\t")[0] == str(bpecore.get_encoding("cl100k_base").count(TEXT))
+
+
+def test_train_subcommand_delegates(tmp_path, capsys):
+    from bpecore import cli
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world, hello there. " * 200 + "\nthe end\n")
+    assert cli.main(["train", str(corpus), "--vocab-size", "300", "--pattern", "o200k", "-o", str(tmp_path / "out"), "--quiet"]) == 0
+    assert any(p.suffix == ".tiktoken" for p in (tmp_path / "out").iterdir())
+
+
+def test_serve_is_listed():
+    from bpecore import cli
+
+    text = cli.build_parser().format_help()
+    assert "serve" in text and "train" in text
