@@ -72,6 +72,15 @@ class Settings(BaseSettings):
     max_streams: int = Field(default=256, description="Most WebSocket streams open at once (429 above).")
     max_stream_bytes: int = Field(default=64 * 1024 * 1024, description="Most bytes one stream may append in total.")
     max_inflight: int = Field(default=512, description="Most HTTP requests in progress at once (429 above).")
+    max_header_bytes: int = Field(
+        default=64 * 1024, description="Largest request line + headers (431 and close above; httptools only)."
+    )
+    header_timeout: float = Field(
+        default=10.0, description="Seconds a connection has to send a whole request head (408 and close after)."
+    )
+    body_timeout: float = Field(
+        default=30.0, description="Most seconds between two reads of a request body (408 and close after)."
+    )
     threadpool_size: int = Field(default=40, description="Threads running the (GIL-releasing) endpoint bodies.")
 
     drain_seconds: float = Field(

@@ -24,6 +24,7 @@ import bpecore
 from bpecore import Encoding
 from service.config import Settings, get_settings
 from service.errors import install as install_errors
+from service.http_limits import install as install_http_limits
 from service.logging import configure_logging
 from service.metrics import Metrics
 from service.middleware import ServiceMiddleware
@@ -134,6 +135,7 @@ async def lifespan(app: FastAPI):
     settings: Settings = state.settings
     configure_logging(settings.log_level)
     anyio.to_thread.current_default_thread_limiter().total_tokens = settings.threadpool_size
+    install_http_limits(settings.max_header_bytes, settings.header_timeout)
     state.drain_event = asyncio.Event()
     drain = _Drain(app, asyncio.get_running_loop())
     drain.install()

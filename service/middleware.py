@@ -8,6 +8,7 @@ to the app, so an oversized body is refused with 413 before any parsing. Routes 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -39,20 +40,14 @@ class ServiceMiddleware:
         self.metrics = metrics
         self.inflight = 0
 
-    async def _send_error(self, send, status: int, type: str, message: str, rid: str, info: dict) -> None:
+    async def _send_error(self, send, status: int, type: str, message: str, rid: str, info: dict,
+                          close: bool = False) -> None:
         info["error_type"] = type
         body = json.dumps(error_body(status, type, message)).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"x-request-id", rid.encode()),
-                ],
-            }
-        )
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if close:
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope, receive, send) -> None:
@@ -107,7 +102,14 @@ class ServiceMiddleware:
             chunks = []
             more = True
             while more:
-                message = await receive()
+                try:
+                    message = await asyncio.wait_for(receive(), self.settings.body_timeout)
+                except asyncio.TimeoutError:
+                    await self._send_error(
+                        send_wrapper, 408, "request_timeout",
+                        f"no request body data for {self.settings.body_timeout:g} s", rid, info, close=True,
+                    )
+                    return
                 if message["type"] == "http.disconnect":
                     return
                 chunk = message.get("body", b"")
