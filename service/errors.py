@@ -43,6 +43,10 @@ def not_found_encoding(name: str, known: list[str]) -> APIError:
     return APIError(404, "encoding_not_found", f"unknown encoding {name!r}; loaded: {', '.join(known)}")
 
 
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+RETRY_AFTER_SECONDS = "1"
+
+
 def error_body(status: int, type: str, message: str) -> dict:
     return {"error": {"type": type, "message": message, "code": status}}
 
@@ -52,6 +56,8 @@ def error_response(
 ) -> JSONResponse:
     if request is not None:
         request.scope.setdefault("bpesvc", {})["error_type"] = type
+    if status in RETRY_AFTER_STATUSES:  # busy or not ready: tell clients (and proxies) when to come back
+        headers = {"Retry-After": RETRY_AFTER_SECONDS, **(headers or {})}
     return JSONResponse(error_body(status, type, message), status_code=status, headers=headers)
 
 

@@ -15,7 +15,7 @@ import re
 import time
 import uuid
 
-from service.errors import error_body
+from service.errors import RETRY_AFTER_SECONDS, RETRY_AFTER_STATUSES, error_body
 from service.metrics import EXCLUDED_PATHS, Metrics
 
 log = logging.getLogger("bpesvc")
@@ -47,6 +47,8 @@ class ServiceMiddleware:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         if close:
             headers.append((b"connection", b"close"))
+        if status in RETRY_AFTER_STATUSES:
+            headers.append((b"retry-after", RETRY_AFTER_SECONDS.encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 

@@ -268,6 +268,23 @@ def test_streams_that_never_read(hostile):
     assert_ready(hostile)
 
 
+def test_stream_limit_429_with_retry_after(hostile):
+    async def main():
+        held = [await websockets.connect(hostile.ws_url + "/v1/stream") for _ in range(4)]
+        try:
+            with pytest.raises(websockets.InvalidStatus) as info:
+                await websockets.connect(hostile.ws_url + "/v1/stream")
+            return info.value.response
+        finally:
+            for ws in held:
+                await ws.close()
+
+    response = asyncio.run(main())
+    assert response.status_code == 429
+    assert response.headers.get("Retry-After") == "1"
+    assert_ready(hostile)
+
+
 def test_garbage_and_half_requests(hostile):
     for data in (b"\x00\x01garbage\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"POST /v1/count HTTP/1.1\r\nHost: x\r\n"
                  b"Content-Length: -5\r\n\r\n", b"POST /v1/count HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
