@@ -56,6 +56,19 @@ threads. Memory per call: the output vector (4 bytes per token) plus that cache.
 #      Ir +18% (35.7M -> 42.3M), simulated LL misses equal (92.3K -> 92.7K); speed o200k b64
 #      1.02x, cl100k b64 0.69x, o200k adv_unicode 0.77x (the trie walk stops at the first
 #      missing child; the probes cannot). Rejected.
+#   8. first2x: first2's node and that node's token in one 8-byte word (512 KB), so next_match's
+#      first step reads one line instead of first2 then node_token (53K D1 misses at node_token
+#      in the 200 KB profile): o200k b64 1.04x, cl100k b64 1.03x, adv_unicode 1.01x,
+#      multilingual 1.00x. Kept. With 9: english 1.04x, multilingual 1.03x.
+#   9. Prefetch the per-call cache slot of each piece cut ahead (once the cache exists):
+#      o200k english 1.04x, multilingual 1.03x, b64 1.03x / cl100k b64 0.97x (noise). Kept.
+#  10. backtrack_piece with its dead-end bits on the stack for pieces < 256 bytes and the last
+#      token kept in a register instead of out.back(): Ir -5%, speed 0.98-1.02x. Rejected.
+#  11. Prefetch, at the start of backtrack_piece, the third trie step of next_match for every
+#      position of the piece (independent loads; callgrind puts 35K of 92K simulated LL misses
+#      in the trie walk), optionally also the fourth step: 0.99-1.03x. Rejected: on the real
+#      machine the trie's hot part stays in L3; the time is mispredicted branches (callgrind
+#      --branch-sim: 2.9 per byte of b64, half of them in backtrack_piece) and instructions.
 # Not done / rejected:
 #   - A byte-pair merge loop (tiktoken's algorithm) on token ids for short pieces: it needs the
 #     pair table to hold every adjacent pair whose bytes form a token, which our split-derived
@@ -167,6 +180,7 @@ cdef enum:
     CACHE_MIN_TEXT = 4096   #: texts shorter than this do not use the cache
 
 
+
 cdef struct Pending:
     # A piece cut ahead of the one being encoded (encode_text's look-ahead ring).
     Py_ssize_t start            #: byte offset in the text
@@ -228,6 +242,8 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                 q.head = load_head(s + scan, length)
                 q.h = piece_hash(s + scan, length, q.head)
                 bpe_prefetch(&v.pieces[q.h >> v.piece_shift])
+                if cache.size():
+                    bpe_prefetch(&cache[q.h >> (64 - cache_bits)])
             scan = end
             queued += 1
         if taken == queued:

@@ -53,6 +53,7 @@ cdef struct VocabView:
     const uint32_t* first2          #: trie node spelled by the bytes b0 b1 (index b0 << 8 | b1), or NO_TOKEN
     const uint64_t* pair_filter     #: bit hash_u64(key) >> pair_filter_shift set for every pair key
     uint32_t pair_filter_shift
+    const uint64_t* first2x         #: first2[i] | node_token[first2[i]] << 32 (NO_TOKEN halves when absent)
 
 
 cdef inline uint64_t load_head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -187,15 +188,17 @@ cdef inline uint32_t trie_child(const VocabView* v, uint32_t node, uint8_t b) no
 
 cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
     # Longest reachable token that is a prefix of p[:n] (n >= 1). Single bytes are always tokens.
-    # The first two bytes take one read of the direct table first2, then one trie slot per byte.
+    # The first two bytes take one read of first2x (first2's node and that node's token in one
+    # word), then one trie slot per byte.
     cdef uint32_t best = v.byte_token[p[0]]
     if n == 1:
         return best
-    cdef uint32_t node = v.first2[(<uint32_t>p[0] << 8) | p[1]]
+    cdef uint64_t x = v.first2x[(<uint32_t>p[0] << 8) | p[1]]
+    cdef uint32_t node = <uint32_t>x
     if node == NO_TOKEN:
         return best
-    if v.node_token[node] != NO_TOKEN:
-        best = v.node_token[node]
+    if (x >> 32) != NO_TOKEN:
+        best = <uint32_t>(x >> 32)
     cdef uint64_t key, i, k
     cdef Py_ssize_t j = 2
     while j < n:
@@ -273,6 +276,7 @@ cdef class Vocab:
     cdef vector[uint32_t] byte_token
     cdef vector[uint32_t] first2
     cdef vector[uint64_t] pair_filter
+    cdef vector[uint64_t] first2x
     cdef VocabView view
     cdef readonly uint32_t n_tokens
     cdef readonly uint32_t max_token_len

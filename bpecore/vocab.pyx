@@ -281,10 +281,13 @@ cdef class Vocab:
             byte_value = k
             self.byte_token[k] = lookup_any(&self.view, &byte_value, 1)
         self.first2.assign(65536, NO_TOKEN)
+        self.first2x.assign(65536, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
         for k in range(65536):
             node = self.root_child[k >> 8]
             if node != NO_TOKEN:
                 self.first2[k] = trie_child(&self.view, node, k & 0xFF)
+                if self.first2[k] != NO_TOKEN:
+                    self.first2x[k] = self.first2[k] | (<uint64_t>self.node_token[self.first2[k]] << 32)
 
     cdef _compute_next_prefix(self):
         cdef uint32_t i, j, node, t, best, length
@@ -325,6 +328,7 @@ cdef class Vocab:
         self.view.byte_token = self.byte_token.data()
         self.view.first2 = self.first2.data()
         self.view.pair_filter = self.pair_filter.data()
+        self.view.first2x = self.first2x.data()
 
     cdef object _rank(self, uint32_t i):
         return self.ids[i] if self.ids.size() else i
