@@ -3,6 +3,7 @@
 Lifecycle:
 1. start-up: the server starts listening at once; the configured encodings load in a thread
    (``load_in_background``), /healthz is 200, /readyz and the API are 503 until they are loaded;
+   if loading fails (a missing or corrupt vocab file) the server stops and the process exits 3;
 2. SIGTERM/SIGINT: /readyz turns 503 (``draining``), open streams are closed with 1001, and after
    ``drain_seconds`` uvicorn's own handler runs: it stops accepting, lets in-flight requests finish
    and then runs the lifespan shutdown. A second signal goes straight to uvicorn.
@@ -12,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import sys
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -31,6 +34,7 @@ from service.middleware import ServiceMiddleware
 from service.schemas import ErrorResponse
 
 log = logging.getLogger("bpesvc")
+EXIT_LOAD_FAILED = 3  # uvicorn's own code for a failed start-up
 
 _SHIPPED_PATTERNS = {
     "cl100k": "CL100K_PATTERN",
@@ -106,6 +110,11 @@ class _Drain:
         self.signalled = True
         self.loop.call_soon_threadsafe(self._start, sig)
 
+    def stop_now(self) -> None:
+        """Have uvicorn stop at once (no drain), as SIGTERM would."""
+        self.signalled = True
+        self._pass_on(signal.SIGTERM, None)
+
     def _start(self, sig: int) -> None:
         self.task = asyncio.ensure_future(self._drain(sig))  # keep a reference: the loop holds tasks weakly
 
@@ -138,7 +147,7 @@ async def lifespan(app: FastAPI):
     install_http_limits(settings.max_header_bytes, settings.header_timeout)
     state.drain_event = asyncio.Event()
     drain = _Drain(app, asyncio.get_running_loop())
-    drain.install()
+    serving = drain.install()  # False under TestClient: no process to stop
 
     async def load() -> None:
         t0 = time.perf_counter()
@@ -149,6 +158,10 @@ async def lifespan(app: FastAPI):
             log.error("encodings failed to load", extra={"fields": {"error": state.load_error}})
             if not settings.load_in_background:
                 raise
+            if serving:  # never serve with a missing or wrong vocab: stop, and exit non-zero (below)
+                state.exit_code = EXIT_LOAD_FAILED
+                log.error("stopping: encodings failed to load", extra={"fields": {"exit_code": EXIT_LOAD_FAILED}})
+                drain.stop_now()
             return
         seconds = time.perf_counter() - t0
         state.encodings.update(encodings)
@@ -174,6 +187,10 @@ async def lifespan(app: FastAPI):
             task.cancel()
         drain.uninstall()
         log.info("stopped")
+        if state.exit_code:  # uvicorn would exit 0 (or re-raise SIGTERM): make the failure visible
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(state.exit_code)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -195,6 +212,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     state.loaded = False
     state.draining = False
     state.load_error = None
+    state.exit_code = 0
     state.streams = set()
     state.drain_event = asyncio.Event()
     install_errors(app)
