@@ -52,6 +52,9 @@ cdef class Appender:
     cdef Py_ssize_t last_count        #: tokens of the last piece (table kept only past SHORT_PIECE bytes)
     cdef int shape                    #: what appending one more character can do (SHAPE_*)
     cdef bint shape_flag              #: o200k word: has a lower-class char; space: has \r or \n
+    cdef bint ws_mode                 #: o200k: the tail is one whitespace run with a newline
+    cdef vector[uint32_t] run_last    #: prefix table of buf[frontier:] while ws_mode
+    cdef vector[uint32_t] run_cnt
     cdef vector[uint32_t] scratch
     cdef vector[uint64_t] bits
     cdef vector[uint32_t] out
@@ -59,6 +62,8 @@ cdef class Appender:
     cdef Py_ssize_t c_count(self) noexcept nogil
     cdef void c_push(self, const uint8_t* data, Py_ssize_t n) noexcept nogil
     cdef void _extend_last(self) noexcept nogil
+    cdef void _extend_run(self) noexcept nogil
+    cdef void _enter_ws_mode(self) noexcept nogil
     cdef void _rescan(self) noexcept nogil
     cdef void _set_shape(self) noexcept nogil
     cdef bint _extends(self, const uint8_t* c, uint8_t flags) noexcept nogil

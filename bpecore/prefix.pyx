@@ -43,6 +43,7 @@ cdef enum:
     FL_WS = 128
     FL_L = 31
     FL_LOWER = FL_LL | FL_LM | FL_LO | FL_M    #: o200k [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+    FL_UPPER = FL_LU | FL_LT | FL_LM | FL_LO | FL_M    #: o200k [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
 
 cdef enum:
     SHORT_PIECE = 48  #: last pieces up to this many bytes are re-encoded whole instead of tabled
@@ -51,6 +52,7 @@ cdef enum:
     SHAPE_NONE = 0    #: no rule: the next push re-cuts the tail
     SHAPE_WORD = 1    #: [prefix] letters; one more letter (of the right case for o200k) extends it
     SHAPE_SPACE = 2   #: whitespace only; one more whitespace character extends it (o200k: see _extends)
+    SHAPE_PUNCT = 3   #: [space] then punctuation (not \s, \p{L}, \p{N}; o200k: nor \p{M}); one more extends it
 
 
 cdef inline uint64_t _mix(uint64_t k) noexcept nogil:
@@ -174,31 +176,42 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
     return NO_TOKEN
 
 
+cdef inline Py_ssize_t _run_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t p, uint8_t mask) noexcept nogil:
+    cdef Py_ssize_t w
+    while p < n and (char_flags(s, p, &w) & mask):
+        p += w
+    return p
+
+
 cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
     # Alternatives tried at ``start`` read: a contraction or up to 3 digits (start + 3); the
-    # whitespace run from start (the \s+ alternatives, one character past it); the letter run
-    # from start or start + 1 (after an optional prefix character): for cl100k/r50k \p{L}++ stops
-    # one character past it, for o200k the run of \p{L}\p{M} may be followed by a 3-character
-    # contraction; and the piece itself plus one character.
-    cdef Py_ssize_t w0, w, p, h = end + 1
+    # whitespace run from start (the \s+ alternatives, one character past it); the letters after
+    # an optional one-character prefix: for cl100k/r50k the \p{L}++ run and one character past
+    # it; for o200k the [Lu Lt Lm Lo M]* run, then the [Ll Lm Lo M]+ run after it (backtracking
+    # never reads further), then a 3-character contraction; and the piece plus one character.
+    cdef Py_ssize_t w0, p, u, l, h = end + 1
     cdef uint8_t fl = char_flags(s, start, &w0)
-    cdef uint8_t letter = (FL_L | FL_M) if kind == PAT_O200K else FL_L
     if start + 4 > h:
         h = start + 4
     if fl & FL_WS:
-        p = start
-        while p < n and (char_flags(s, p, &w) & FL_WS):
-            p += w
-        if p + 1 > h:
-            h = p + 1
-    p = start
-    if not (fl & letter):
-        p = start + w0
-    while p < n and (char_flags(s, p, &w) & letter):
-        p += w
-    p += 4 if kind == PAT_O200K else 1
-    if p > h:
-        h = p
+        p = _run_end(s, n, start, FL_WS) + 1
+        if p > h:
+            h = p
+    cdef int k
+    if kind == PAT_O200K:
+        for k in range(2):
+            p = start if k == 0 else start + w0
+            if p > n:
+                break
+            u = _run_end(s, n, p, FL_UPPER)
+            l = _run_end(s, n, u, FL_LOWER)
+            if (l if l > u else u) + 4 > h:
+                h = (l if l > u else u) + 4
+    else:
+        p = start if fl & FL_L else start + w0
+        p = _run_end(s, n, p, FL_L) + 1
+        if p > h:
+            h = p
     return h
 
 
@@ -246,6 +259,43 @@ cdef class Appender:
             self.cnt.push_back(self.cnt[x - token_len(self.v, t)] + 1)
         self.last_count = self.cnt[length]
 
+    cdef void _extend_run(self) noexcept nogil:
+        cdef Py_ssize_t x
+        cdef uint32_t t
+        cdef const uint8_t* p = self.buf.data() + self.frontier
+        for x in range(self.run_last.size(), self.buf.size() - self.frontier + 1):
+            t = last_token(self.v, &self.trie.view, p, x, self.run_last.data(), self.scratch)
+            self.run_last.push_back(t)
+            self.run_cnt.push_back(self.run_cnt[x - token_len(self.v, t)] + 1)
+
+    cdef void _enter_ws_mode(self) noexcept nogil:
+        """o200k, after a re-cut: if buf[frontier:] is whitespace with a newline, count it from a
+        prefix table of the whole run from now on (each later whitespace byte costs one walk)."""
+        cdef const uint8_t* s = self.buf.data()
+        cdef Py_ssize_t n = self.buf.size(), p = self.frontier, w, nl = -1
+        self.ws_mode = False
+        if self.kind != PAT_O200K or p >= n:
+            return
+        while p < n:
+            if not (char_flags(s, p, &w) & FL_WS):
+                return
+            if s[p] == 0x0A or s[p] == 0x0D:
+                nl = p + 1
+            p += w
+        if nl < 0:
+            return
+        self.run_last.assign(1, NO_TOKEN)
+        self.run_cnt.assign(1, 0)
+        self._extend_run()
+        self.mid_count = self.run_cnt[nl - self.frontier]
+        self.n_mid = 1
+        if nl != self.last_start:
+            self.last_start = nl
+            self.last.resize(1)
+            self.cnt.resize(1)
+        self._extend_last()
+        self.ws_mode = True
+
     cdef void c_push(self, const uint8_t* data, Py_ssize_t n) noexcept nogil:
         """Append the complete UTF-8 ``data[:n]``."""
         cdef Py_ssize_t i = 0, w, k
@@ -257,6 +307,23 @@ cdef class Appender:
             return
         while i < n:
             fl = char_flags(data, i, &w)
+            if self.ws_mode and (fl & FL_WS):
+                # o200k whitespace run: \s*[\r\n]+ takes it up to its last newline (counted from
+                # the run's prefix table), \s+(?!\S) takes the spaces after (the last piece).
+                for k in range(w):
+                    self.buf.push_back(data[i + k])
+                i += w
+                self._extend_run()
+                if data[i - 1] == 0x0A or data[i - 1] == 0x0D:
+                    self.mid_count = self.run_cnt[self.buf.size() - self.frontier]
+                    self.last_start = self.buf.size()
+                    self.last.resize(1)
+                    self.cnt.resize(1)
+                    self.last_count = 0
+                else:
+                    self._extend_last()
+                continue
+            self.ws_mode = False
             if self.buf.size() == 0 or not self._extends(data + i, fl):
                 for k in range(i, n):
                     self.buf.push_back(data[k])
@@ -278,6 +345,8 @@ cdef class Appender:
                 self.shape_flag = True
                 return True
             return (fl & (FL_LU | FL_LT)) != 0 and not self.shape_flag
+        if self.shape == SHAPE_PUNCT:
+            return not (fl & (FL_L | FL_N | FL_WS)) and not (self.kind == PAT_O200K and (fl & FL_M))
         if self.shape == SHAPE_SPACE and (fl & FL_WS):
             if self.kind != PAT_O200K:
                 return True
@@ -307,14 +376,30 @@ cdef class Appender:
                 return
         if fl0 & FL_L:
             q = p0
-        elif self.kind == PAT_CL100K and c0 != 0x27 and c0 != 0x0A and c0 != 0x0D and not (fl0 & FL_N):
-            q = p0 + w0          # [^\r\n\p{L}\p{N}]?+ prefix (not an apostrophe: contractions)
-        elif c0 == 0x20:
-            q = p0 + 1           # " ?" prefix (r50k) / [^\r\n\p{L}\p{N}]? prefix (o200k)
-        else:
+        elif c0 == 0x0A or c0 == 0x0D or (fl0 & FL_N):
             return
+        elif self.kind == PAT_O200K and (fl0 & FL_M):
+            return
+        else:
+            # a one-character prefix: " " (r50k), [^\r\n\p{L}\p{N}] (cl100k, o200k)
+            q = p0 + w0
         if q >= n:
             return
+        fl = char_flags(s, q, &w)
+        if not (fl & (FL_L | FL_M | FL_N | FL_WS)) and (c0 == 0x20 or q == p0 + w0 and not (fl0 & FL_WS)):
+            # punctuation run: " ?[^\s\p{L}\p{N}]+" in every pattern
+            q = p0 + 1 if c0 == 0x20 else p0
+            while q < n:
+                fl = char_flags(s, q, &w)
+                if fl & (FL_L | FL_N | FL_WS) or (self.kind == PAT_O200K and (fl & FL_M)):
+                    return
+                q += w
+            self.shape = SHAPE_PUNCT
+            return
+        if self.kind == PAT_CL100K and c0 == 0x27 and q == p0 + w0:
+            return  # an apostrophe before letters may be a contraction
+        if self.kind == PAT_R50K and not (fl0 & FL_L) and c0 != 0x20:
+            return  # r50k words take no prefix but a space
         while q < n:
             fl = char_flags(s, q, &w)
             if self.kind == PAT_O200K:
@@ -356,6 +441,7 @@ cdef class Appender:
             self.cnt.resize(n - pos + 1)
         self._extend_last()
         self._set_shape()
+        self._enter_ws_mode()
 
     # -------------------------------------------------------------------- Python API
     def push_utf8(self, const uint8_t[::1] data):
