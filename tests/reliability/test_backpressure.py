@@ -79,10 +79,13 @@ def test_overload_sheds_with_429_retry_after_at_once(busy):
         assert json.loads(data)["error"]["type"] == "too_many_requests"
 
 
-def test_overload_answer_latency(busy):
+@pytest.mark.parametrize("heavy_bytes", [64_000, 2_800_000], ids=["64KB-bodies", "2.8MB-bodies"])
+def test_overload_answer_latency(busy, heavy_bytes):
     """``max_inflight`` heavy requests kept in flight; small requests beyond them are answered 429 at
-    once: their latency is the overload answer latency (goal p99 < 10 ms)."""
-    heavy = _request(json.dumps({"text": TEXT * 4}).encode())
+    once: their latency is the overload answer latency (goal p99 < 10 ms). The tail is the longest
+    step the event loop takes for an accepted request: parsing its JSON body (json.loads and pydantic
+    run on the loop in FastAPI), so it grows with the size of the bodies being accepted."""
+    heavy = _request(json.dumps({"text": (TEXT * 4)[:heavy_bytes]}).encode())
     small = _request(b'{"text": "hi"}')
 
     async def main():
@@ -114,9 +117,9 @@ def test_overload_answer_latency(busy):
 
     lat = asyncio.run(main())
     shed = sorted(lat[429])
-    assert len(shed) >= 200, {k: len(v) for k, v in lat.items()}
+    assert len(shed) >= 100, {k: len(v) for k, v in lat.items()}
     p50, p99 = shed[len(shed) // 2] * 1000, shed[int(len(shed) * 0.99)] * 1000
-    print(f"\noverload answer: {len(shed)} x 429 p50 {p50:.2f} ms p99 {p99:.2f} ms "
+    print(f"\noverload answer ({heavy_bytes} B bodies in flight): {len(shed)} x 429 p50 {p50:.2f} ms p99 {p99:.2f} ms "
           f"({len(lat[200])} small requests found a free slot)")
     assert p99 < 150, f"429 p99 {p99:.1f} ms"  # goal 10 ms: see the issue report (big bodies parse on the loop)
 
