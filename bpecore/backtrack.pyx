@@ -69,6 +69,10 @@ threads. Memory per call: the output vector (4 bytes per token) plus that cache.
 #      in the trie walk), optionally also the fourth step: 0.99-1.03x. Rejected: on the real
 #      machine the trie's hot part stays in L3; the time is mispredicted branches (callgrind
 #      --branch-sim: 2.9 per byte of b64, half of them in backtrack_piece) and instructions.
+#  12. trie8: the trie in 8-byte slots (key | child with a has-token flag, token read once at the
+#      end of the walk; 8 MB instead of 16 MB for o200k, +8 MB resident): o200k b64 1.04x,
+#      cl100k b64 1.05x, adv_unicode 1.05x, but multilingual 0.98x, english 0.98x (load 5-6,
+#      quartiles +-5%). Rejected: no clear gain for 8 MB more memory.
 # Not done / rejected:
 #   - A byte-pair merge loop (tiktoken's algorithm) on token ids for short pieces: it needs the
 #     pair table to hold every adjacent pair whose bytes form a token, which our split-derived
