@@ -176,9 +176,20 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
     return NO_TOKEN
 
 
+cdef extern from "_unicode_tables.h":
+    const uint8_t BPE_UT_ASCII[]
+
+
+cdef inline uint8_t _flags(const uint8_t* s, Py_ssize_t p, Py_ssize_t* w) noexcept nogil:
+    if s[p] < 0x80:
+        w[0] = 1
+        return BPE_UT_ASCII[s[p]]
+    return char_flags(s, p, w)
+
+
 cdef inline Py_ssize_t _run_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t p, uint8_t mask) noexcept nogil:
     cdef Py_ssize_t w
-    while p < n and (char_flags(s, p, &w) & mask):
+    while p < n and (_flags(s, p, &w) & mask):
         p += w
     return p
 
@@ -190,7 +201,7 @@ cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize
     # it; for o200k the [Lu Lt Lm Lo M]* run, then the [Ll Lm Lo M]+ run after it (backtracking
     # never reads further), then a 3-character contraction; and the piece plus one character.
     cdef Py_ssize_t w0, p, u, l, h = end + 1
-    cdef uint8_t fl = char_flags(s, start, &w0)
+    cdef uint8_t fl = _flags(s, start, &w0)
     if start + 4 > h:
         h = start + 4
     if fl & FL_WS:

@@ -69,10 +69,13 @@ def test_intervals_on_corpora(name, corpus_name, corpus):
     text = corpus(corpus_name)[:50_000]
     ic = enc.interval_counter(text)
     rng = random.Random(corpus_name)
+    pairs = []
     for _ in range(300):
         i = rng.randrange(len(text) + 1)
         j = min(len(text), i + rng.choice([0, 1, 2, 3, 10, 50, 400, 5000]))
         assert ic.count(i, j) == enc.count(text[i:j]), (i, j)
+        pairs.append((i, j))
+    assert ic.count_many(pairs) == [ic.count(i, j) for i, j in pairs]
     assert ic.count(0, len(text)) == enc.count(text) == ic.total
 
 
