@@ -81,6 +81,13 @@ def main() -> None:
         rows.append(("10k intervals on 1 MB: build + queries", t_build + t_ours, "tiktoken re-encode each slice", t_tik))
         rows.append(("10k intervals on 1 MB: queries (count_many)", t_ours, "tiktoken re-encode each slice", t_tik))
         rows.append(("10k intervals on 1 MB: queries (count each)", t_ours_calls, "tiktoken re-encode each slice", t_tik))
+    uniform = [tuple(sorted((rng.randrange(len(doc) + 1), rng.randrange(len(doc) + 1)))) for _ in range(10_000)]
+    t_uni = median_time(lambda: ic.count_many(uniform), repeat)
+    assert ic.count_many(uniform[:20]) == [enc.count(doc[i:j]) for i, j in uniform[:20]]
+    if tik is not None:
+        sample = uniform[:50]
+        t_tik_uni = median_time(lambda: [len(tik.encode_ordinary(doc[i:j])) for i, j in sample], 1) * (len(uniform) / len(sample))
+        rows.append(("10k uniform intervals (avg 330 KB): queries", t_uni, "tiktoken, 50 timed, x200", t_tik_uni))
     rows.append(("interval counter build (one pass, 1 MB)", t_build, "count(1 MB)", median_time(lambda: enc.count(doc), repeat)))
     print(f"interval counter memory: {ic.memory_bytes() / len(doc.encode()):.1f} bytes per text byte")
 
