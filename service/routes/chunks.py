@@ -77,7 +77,7 @@ def intervals(body: IntervalsRequest, ctx: Ctx) -> Response:
             raise APIError(422, "invalid_range", f"ranges[{idx}] = [{i}, {j}] is not within 0 <= start <= end <= {n}")
     with ctx.op("intervals", enc, utf8_len(body.text)) as rec:
         counter = enc.interval_counter(body.text)
-        counts = [counter.count(i, j) for i, j in body.ranges]
+        counts = counter.count_many(body.ranges)
         total = counter.count(0, n)
         rec["tokens"] = total
     return reply(IntervalsResponse(encoding=enc.name, count=total, counts=counts))
