@@ -79,7 +79,8 @@ def test_overload_sheds_with_429_retry_after_at_once(busy):
         assert json.loads(data)["error"]["type"] == "too_many_requests"
 
 
-@pytest.mark.parametrize("heavy_bytes", [64_000, 2_800_000], ids=["64KB-bodies", "2.8MB-bodies"])
+@pytest.mark.parametrize("heavy_bytes", [pytest.param(64_000, id="64KB-bodies"),
+                                         pytest.param(2_800_000, id="2.8MB-bodies", marks=pytest.mark.slow)])
 def test_overload_answer_latency(busy, heavy_bytes):
     """``max_inflight`` heavy requests kept in flight; small requests beyond them are answered 429 at
     once: their latency is the overload answer latency (goal p99 < 10 ms). The tail is the longest

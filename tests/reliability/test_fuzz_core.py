@@ -68,7 +68,7 @@ def _props(n_pre, n_enc, n_exact, n_dec, n_tt, n_hf, base):
             "load_tiktoken": load_tiktoken, "load_hf": load_hf}
 
 
-CI_PROPS = _props(4000, 2000, 1000, 4000, 1000, 600, CI)
+CI_PROPS = _props(2500, 1200, 800, 2000, 800, 500, CI)
 SLOW_PROPS = _props(100_000, 20_000, 10_000, 100_000, 20_000, 10_000, SLOW)
 
 
