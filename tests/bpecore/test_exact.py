@@ -24,6 +24,10 @@ def encoding(name: str) -> bpecore.Encoding:
             _ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), None, {})
         elif name == "toy":
             _ENCODINGS[name] = bpecore.Encoding(name, toy_ranks(), None, {})
+        elif name == "r50k_pattern":
+            from bpecore.registry import R50K_PATTERN
+
+            _ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), R50K_PATTERN, {})
         elif name == "cl100k_words":
             _ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), r"\S+|\s+", {})
         else:
@@ -31,7 +35,7 @@ def encoding(name: str) -> bpecore.Encoding:
     return _ENCODINGS[name]
 
 
-ALL = ["cl100k_base", "o200k_base", "cl100k_nopattern", "toy"]
+ALL = ["cl100k_base", "o200k_base", "r50k_pattern", "cl100k_nopattern", "toy"]
 FAST = ["cl100k_base", "o200k_base", "cl100k_nopattern"]
 
 
