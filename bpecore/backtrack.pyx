@@ -51,6 +51,8 @@ threads. Memory per call: the output vector (4 bytes per token) plus that cache.
 #      slot of each is prefetched (o200k pieces table is 8 MB: one LL miss per piece that is not
 #      hot, 30K of the 92K simulated LL misses); one-byte pieces are byte_token, no hash.
 #      Speed-up (CPU time): o200k b64 count 1.25x, cl100k b64 1.18x, o200k english 1.27x. Kept.
+#      Depth: AHEAD = 16 vs 8: b64 1.00x, english 1.00x, multilingual 0.97x; AHEAD = 4 vs 8:
+#      b64 0.96x, english 0.94x. 8 kept.
 #   7. next_match for remaining length <= 8 by probing the whole-piece table for every prefix
 #      length at once (independent, prefetched loads instead of the trie's dependent chain):
 #      Ir +18% (35.7M -> 42.3M), simulated LL misses equal (92.3K -> 92.7K); speed o200k b64
@@ -73,6 +75,16 @@ threads. Memory per call: the output vector (4 bytes per token) plus that cache.
 #      end of the walk; 8 MB instead of 16 MB for o200k, +8 MB resident): o200k b64 1.04x,
 #      cl100k b64 1.05x, adv_unicode 1.05x, but multilingual 0.98x, english 0.98x (load 5-6,
 #      quartiles +-5%). Rejected: no clear gain for 8 MB more memory.
+#  13. lookup_piece_hashed: pieces of 9-16 bytes compared by one 8-byte load of their tails
+#      instead of memcmp: Ir 11.50M -> 11.53M (o200k english 200 KB), 18.15M -> 18.18M
+#      (multilingual), 10.12M -> 10.18M (cl100k code). Rejected.
+#   Bench at 84cafac (benches/bench_encode.py --reps 3, load ~5): o200k count english 4.80x
+#   tiktoken, multilingual 3.14x, adv_unicode 1.43x bpe-openai; adv_base64 count 1.27x
+#   (cl100k) / 1.11x (o200k) bpe-openai, encode 1.47x / 1.35x the best peer; 'a' * n CPU time
+#   per byte flat (1.01 for o200k). Left: the look-ahead ring costs ~43 Ir per piece in
+#   encode_text (2.84M -> 4.63M Ir, o200k english 200 KB), paid back by 6 but worth trimming;
+#   o200k adv_base64 count is short of 1.3x bpe-openai (callgrind --branch-sim: ~2.9
+#   mispredicted branches per byte, half of them in backtrack_piece / is_valid_pair).
 # Not done / rejected:
 #   - A byte-pair merge loop (tiktoken's algorithm) on token ids for short pieces: it needs the
 #     pair table to hold every adjacent pair whose bytes form a token, which our split-derived
