@@ -17,6 +17,8 @@ Memory: the text plus 8 bytes per byte (suffix count at each boundary).
 
 import codecs
 
+from bpecore._text import utf8
+
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
@@ -45,10 +47,7 @@ cdef class _Utf8Input:
         if isinstance(data, str):
             if self.decoder.getstate()[0]:
                 raise ValueError("a str push follows bytes that stop inside a UTF-8 character")
-            try:
-                return data.encode("utf-8")
-            except UnicodeEncodeError:
-                return data.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+            return utf8(data)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"push takes str or bytes, not {type(data).__name__}")
         state = self.decoder.getstate()
@@ -196,10 +195,7 @@ cdef class PrependableCounter:
     def push(self, data):
         """Put ``data`` (str or complete UTF-8 bytes) in front of the text; return the new count."""
         if isinstance(data, str):
-            try:
-                raw = data.encode("utf-8")
-            except UnicodeEncodeError:
-                raw = data.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+            raw = utf8(data)
         else:
             raw = bytes(data)
             try:

@@ -12,6 +12,8 @@ from typing import AbstractSet, Collection, Iterable, Literal, Sequence
 
 import threading
 
+from bpecore._text import clean as _clean
+
 from bpecore import prefix as _prefix
 from bpecore.appendable import AppendableCounter, PrependableCounter
 from bpecore.backtrack import BacktrackEncoder
@@ -64,9 +66,6 @@ class _RecountingCounter:
         return self.text.encode("utf-8")
 
 
-def _clean(text: str) -> str:
-    """Replace lone surrogates by U+FFFD, as tiktoken does, so the text has a UTF-8 form."""
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 class Encoding:

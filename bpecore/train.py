@@ -38,6 +38,7 @@ from bpecore.registry import CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN
 from bpecore.pretokenize import pattern_kind
 from bpecore.trainer import Trainer
 from bpecore.trainer import count_pieces as _count_scanned
+from bpecore._text import utf8
 
 #: Named patterns ``train`` accepts besides a custom regex.
 PATTERNS = {"o200k": O200K_PATTERN, "cl100k": CL100K_PATTERN, "r50k": R50K_PATTERN, "gpt2": R50K_PATTERN}
@@ -193,10 +194,7 @@ class _Counter:
                         counts[part] = counts.get(part, 0) + 1
                     else:
                         if data is None:
-                            try:
-                                data = part.encode("utf-8")
-                            except UnicodeEncodeError:  # lone surrogates: U+FFFD, as Encoding does
-                                data = part.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+                            data = utf8(part)  # lone surrogates: U+FFFD, as Encoding does
                         _count_scanned(kind, data, counts)
 
     def result(self) -> list[dict[bytes, int]]:
@@ -207,10 +205,7 @@ class _Counter:
                 continue
             d: dict[bytes, int] = {}
             for piece, n in counts.items():
-                try:
-                    key = piece.encode("utf-8")
-                except UnicodeEncodeError:  # lone surrogates: U+FFFD, as Encoding does
-                    key = piece.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+                key = utf8(piece)  # lone surrogates: U+FFFD, as Encoding does
                 d[key] = d.get(key, 0) + n
             out.append(d)
         return out

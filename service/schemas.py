@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from bpecore._text import clean
+
 
 def _clean_text(text: str) -> str:
     if text.isascii():
@@ -18,7 +20,7 @@ def _clean_text(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return clean(text)
     return text
 
 
