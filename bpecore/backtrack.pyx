@@ -112,6 +112,7 @@ from bpecore.vocab cimport (
 
 import array as _array
 
+from bpecore._text import clean
 from bpecore.pretokenize import pattern_kind
 
 cdef extern from *:
@@ -448,7 +449,7 @@ cdef class BacktrackEncoder:
             try:
                 self._pieces(text, &s, &n, ends[i])
             except UnicodeEncodeError:
-                text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+                text = clean(text)
                 keep.append(text)
                 ends[i].clear()
                 self._pieces(text, &s, &n, ends[i])
