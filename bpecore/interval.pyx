@@ -17,12 +17,31 @@ per character for non-ASCII text; 14 bytes per byte measured on the English corp
 
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcmp
 from libcpp.vector cimport vector
 
 from bpecore.backtrack cimport BacktrackEncoder, encode_piece
 from bpecore.prefix cimport piece_horizon
 from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_end
 from bpecore.vocab cimport VocabView
+
+
+cdef struct _Seen:
+    Py_ssize_t start      #: where the piece was first seen in the text
+    Py_ssize_t length     #: its length in bytes (0: empty slot)
+    Py_ssize_t count      #: its token count
+
+
+cdef enum:
+    SEEN_MIN = 4          #: shorter pieces are one table lookup anyway
+
+
+cdef inline uint64_t _fnv(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef uint64_t h = 1469598103934665603ULL
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ p[i]) * 1099511628211ULL
+    return h ^ (h >> 29)
 
 
 cdef class IntervalCounter:
@@ -62,7 +81,14 @@ cdef class IntervalCounter:
             self.char_byte.push_back(self.n)
         if kind == PAT_NONE or kind == PAT_REGEX:
             return
+        cdef vector[_Seen] seen
+        cdef _Seen* slot
+        cdef uint64_t mask = 255, hashed
+        cdef Py_ssize_t pcount
+        while mask < 65535 and (<Py_ssize_t>mask << 6) < self.n:
+            mask = (mask << 1) | 1
         with nogil:
+            seen.resize(mask + 1)
             self.piece_at.assign(self.n + 1, -1)
             self.piece_at[0] = 0
             self.cum.push_back(0)
@@ -70,8 +96,22 @@ cdef class IntervalCounter:
             self.reach.push_back(0)
             while pos < self.n:
                 e = next_piece_end(kind, self.s, self.n, pos)
-                self.scratch.clear()
-                self.cum.push_back(self.cum.back() + encode_piece(v, self.s + pos, e - pos, self.scratch, self.bits))
+                if e - pos >= SEEN_MIN:
+                    # repeated pieces (words, CJK runs) are encoded once per pass
+                    hashed = _fnv(self.s + pos, e - pos) & mask
+                    slot = &seen[hashed]
+                    if slot.length == e - pos and memcmp(self.s + slot.start, self.s + pos, e - pos) == 0:
+                        pcount = slot.count
+                    else:
+                        self.scratch.clear()
+                        pcount = encode_piece(v, self.s + pos, e - pos, self.scratch, self.bits)
+                        slot.start = pos
+                        slot.length = e - pos
+                        slot.count = pcount
+                else:
+                    self.scratch.clear()
+                    pcount = encode_piece(v, self.s + pos, e - pos, self.scratch, self.bits)
+                self.cum.push_back(self.cum.back() + pcount)
                 h = piece_horizon(kind, self.s, self.n, pos, e)
                 if h > top:
                     top = h
