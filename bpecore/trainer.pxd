@@ -48,6 +48,7 @@ cdef class Trainer:
     cdef uint32_t _pair_id(self, uint32_t a, uint32_t b) noexcept nogil
     cdef void _add(self, uint32_t a, uint32_t b, int64_t delta, uint32_t word, uint32_t new_token) noexcept nogil
     cdef bint _better(self, const HeapEntry& x, const HeapEntry& y) noexcept nogil
+    cdef void _sift_down(self, Py_ssize_t j, HeapEntry e) noexcept nogil
     cdef int _cmp_token(self, uint32_t a, uint32_t b) noexcept nogil
     cdef void _push(self, HeapEntry e) noexcept nogil
     cdef HeapEntry _pop(self) noexcept nogil

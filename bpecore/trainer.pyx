@@ -212,24 +212,9 @@ cdef class Trainer:
             if self.pair_count[p] >= self.min_frequency:
                 self.heap.push_back(HeapEntry(self.pair_count[p], <uint32_t>p))
         # heapify (sift down from the last parent)
-        cdef Py_ssize_t k, n = self.heap.size()
-        cdef Py_ssize_t j, c
-        cdef HeapEntry e
-        k = n // 2 - 1
+        cdef Py_ssize_t k = <Py_ssize_t>self.heap.size() // 2 - 1
         while k >= 0:
-            j = k
-            e = self.heap[j]
-            while True:
-                c = 2 * j + 1
-                if c >= n:
-                    break
-                if c + 1 < n and self._better(self.heap[c + 1], self.heap[c]):
-                    c += 1
-                if not self._better(self.heap[c], e):
-                    break
-                self.heap[j] = self.heap[c]
-                j = c
-            self.heap[j] = e
+            self._sift_down(k, self.heap[k])
             k -= 1
 
     cdef uint32_t _pair_id(self, uint32_t a, uint32_t b) noexcept nogil:
@@ -318,14 +303,9 @@ cdef class Trainer:
             j = parent
         self.heap[j] = e
 
-    cdef HeapEntry _pop(self) noexcept nogil:
-        cdef HeapEntry top = self.heap[0]
-        cdef HeapEntry e = self.heap.back()
-        cdef Py_ssize_t n, j = 0, c
-        self.heap.pop_back()
-        n = self.heap.size()
-        if n == 0:
-            return top
+    cdef void _sift_down(self, Py_ssize_t j, HeapEntry e) noexcept nogil:
+        """Put ``e`` at slot ``j`` and move it down until both children are worse."""
+        cdef Py_ssize_t c, n = self.heap.size()
         while True:
             c = 2 * j + 1
             if c >= n:
@@ -337,6 +317,13 @@ cdef class Trainer:
             self.heap[j] = self.heap[c]
             j = c
         self.heap[j] = e
+
+    cdef HeapEntry _pop(self) noexcept nogil:
+        cdef HeapEntry top = self.heap[0]
+        cdef HeapEntry e = self.heap.back()
+        self.heap.pop_back()
+        if self.heap.size():
+            self._sift_down(0, e)
         return top
 
     cdef int _step(self) noexcept nogil:
