@@ -47,6 +47,14 @@ RETRY_AFTER_STATUSES = frozenset({429, 503})
 RETRY_AFTER_SECONDS = "1"
 
 
+def decode_bytes(enc, tokens) -> bytes:
+    """``enc.decode_bytes(tokens)``, an unknown token id answered with 400 ``invalid_token``."""
+    try:
+        return enc.decode_bytes(tokens)
+    except (ValueError, KeyError, OverflowError) as e:
+        raise APIError(400, "invalid_token", str(e)) from None
+
+
 def error_body(status: int, type: str, message: str) -> dict:
     return {"error": {"type": type, "message": message, "code": status}}
 

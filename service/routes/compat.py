@@ -29,7 +29,7 @@ from service.schemas import (
     VllmTokenizeRequest,
     VllmTokenizeResponse,
 )
-from service.errors import APIError
+from service.errors import decode_bytes
 
 router = APIRouter(tags=["compatibility"], responses=COMMON_ERRORS)
 
@@ -84,10 +84,7 @@ def tokenize(body: VllmTokenizeRequest | TeiTokenizeRequest, ctx: Ctx):
 def detokenize(body: VllmDetokenizeRequest, ctx: Ctx) -> Response:
     enc = ctx.encoding(body.model)
     with ctx.op("decode", enc, 0) as rec:
-        try:
-            text = enc.decode(body.tokens)
-        except (ValueError, KeyError, OverflowError) as e:
-            raise APIError(400, "invalid_token", str(e)) from None
+        text = decode_bytes(enc, body.tokens).decode("utf-8", "replace")
         rec["tokens"] = len(body.tokens)
     return reply(VllmDetokenizeResponse(prompt=text))
 
@@ -107,10 +104,7 @@ def _tei_decode(body: TeiDecodeRequest, ctx: Ctx) -> list[str]:
         if body.skip_special_tokens:
             ids = [t for t in ids if t not in special_ids]
         with ctx.op("decode", enc, 0) as rec:
-            try:
-                out.append(enc.decode(ids))
-            except (ValueError, KeyError, OverflowError) as e:
-                raise APIError(400, "invalid_token", str(e)) from None
+            out.append(decode_bytes(enc, ids).decode("utf-8", "replace"))
             rec["tokens"] = len(ids)
     return out
 

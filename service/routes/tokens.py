@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from service.deps import Ctx, reply, utf8_len
-from service.errors import APIError
+from service.errors import APIError, decode_bytes
 from service.offsets import token_offsets
 from service.schemas import (
     COMMON_ERRORS,
@@ -91,10 +91,7 @@ def decode(body: DecodeRequest, ctx: Ctx) -> Response:
     """The text of token ids (invalid UTF-8 replaced), optionally with per-token offsets into it."""
     enc = ctx.encoding(body.encoding)
     with ctx.op("decode", enc, 0) as rec:
-        try:
-            raw = enc.decode_bytes(body.tokens)
-        except (ValueError, KeyError, OverflowError) as e:
-            raise APIError(400, "invalid_token", str(e)) from None
+        raw = decode_bytes(enc, body.tokens)
         rec["tokens"] = len(body.tokens)
     offsets = None
     if body.return_offsets:
