@@ -18,6 +18,10 @@ DIRECTIVES = {
 }
 
 MODULES = sorted(p[:-4].replace(os.sep, ".") for p in glob.glob(os.path.join("bpecore", "*.pyx")))
+# BPECORE_ONLY=backtrack,interval rebuilds just those modules (a quick loop while editing one).
+ONLY = {m.strip() for m in os.environ.get("BPECORE_ONLY", "").split(",") if m.strip()}
+if ONLY:
+    MODULES = [m for m in MODULES if m.rsplit(".", 1)[1] in ONLY]
 
 extensions = [
     Extension(
