@@ -9,7 +9,7 @@ proportional set size of it and its worker processes (sampled from /proc every 2
 the pages forked workers share with the parent, which summed RSS would count twice). Time is the training call only.
 Medians over ``--runs`` runs.
 
-    python benches/bench_train.py [--sizes 8000 32000] [--runs 3] [--repeat 1] [--superbpe 0.8]
+    python benches/bench_train.py [--sizes 8000 32000] [--runs 3] [--repeat 1] [--superbpe auto|0.8]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ HELD_OUT = 100_000
 
 
 # ----------------------------------------------------------------------------- child side
-def _child(kind: str, vocab_size: int, train_file: str, out: str, superbpe: float) -> None:
+def _child(kind: str, vocab_size: int, train_file: str, out: str, superbpe: str) -> None:
     if kind == "hf":
         from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
         from tokenizers.models import BPE
@@ -62,7 +62,7 @@ def _child(kind: str, vocab_size: int, train_file: str, out: str, superbpe: floa
         from bpecore import export
         from bpecore.train import train
 
-        transition = None if kind == "bpecore" else int(vocab_size * superbpe) - 256
+        transition = None if kind == "bpecore" else "auto" if superbpe == "auto" else int(vocab_size * float(superbpe)) - 256
         start = time.perf_counter()
         enc = train([train_file], vocab_size=vocab_size, pattern="o200k", min_frequency=2, superbpe_transition=transition)
         seconds = time.perf_counter() - start
@@ -103,7 +103,7 @@ def _tree_pss(root: int) -> int:
     return total
 
 
-def _run_measured(kind: str, vocab_size: int, train_file: str, superbpe: float) -> dict:
+def _run_measured(kind: str, vocab_size: int, train_file: str, superbpe: str) -> dict:
     """``_run`` with the child's own ru_maxrss, taken from os.wait4 on its pid."""
     out = tempfile.mkdtemp(prefix=f"bench_{kind}_")
     cmd = [sys.executable, __file__, "--child", kind, "--vocab", str(vocab_size), "--train", train_file, "--out", out, "--superbpe", str(superbpe)]
@@ -175,12 +175,20 @@ def _machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, commit {commit}, load average {load}"
 
 
+def _describe(superbpe: str) -> str:
+    if superbpe == "auto":
+        from bpecore.train import SUPERBPE_DEFAULT_FRACTION
+
+        return f"'auto' ({SUPERBPE_DEFAULT_FRACTION:.0%} of the BPE ids)"
+    return f"{float(superbpe):.0%} of the vocab"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[8000, 32000])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=1, help="repeat the training text N times")
-    ap.add_argument("--superbpe", type=float, default=0.8, help="SuperBPE transition as a fraction of the vocab size")
+    ap.add_argument("--superbpe", default="auto", help="SuperBPE transition: 'auto' (train()'s default rule) or a fraction of the vocab size")
     ap.add_argument("--trainers", nargs="+", default=["hf", "bpecore", "superbpe"], choices=["hf", "bpecore", "superbpe"])
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--vocab", type=int, help=argparse.SUPPRESS)
@@ -203,7 +211,7 @@ def main() -> None:
     held_bytes = {k: len(t.encode("utf-8")) for k, t in held.items()}
     print(f"machine: {_machine()}")
     print(f"training text {size_mb:.2f} MB, held out {held_bytes['all'] / 1e3:.0f} KB ({held_bytes['english'] / 1e3:.0f} KB English); "
-          f"o200k split, min_frequency 2, SuperBPE t = {args.superbpe:.0%} of the vocab; median of {args.runs} runs")
+          f"o200k split, min_frequency 2, SuperBPE transition {_describe(args.superbpe)}; median of {args.runs} runs")
     header = f"{'vocab':>6} {'trainer':<9} {'time s':>7} {'merges/s':>9} {'peak RSS MB':>11} {'tree PSS MB':>11} {'B/token':>8} {'English tokens':>15}"
     print(header)
     print("-" * len(header))

@@ -7,13 +7,14 @@ import importlib
 from pathlib import Path
 
 import pytest
+import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
 import bpecore
 from bpecore import export, reference
 from bpecore.registry import CL100K_PATTERN, O200K_PATTERN
-from bpecore.train import SUPERBPE_PATTERN, train
+from bpecore.train import SUPERBPE_PATTERN, default_superbpe_transition, train
 from bpecore.trainer import Trainer
 
 # the module, even once bpecore/__init__ re-exports the function ``train`` under the same name
@@ -97,6 +98,27 @@ def test_superbpe_merges_equal_reference(corpus):
     assert enc.pattern == SUPERBPE_PATTERN == report.encode_pattern
     stage2 = [left + right for (left, right), stage in zip(report.merges, report.stages) if stage == 2]
     assert any(b" " in token.strip(b" ") for token in stage2), "no superword token spans a space"
+
+
+def test_superbpe_pattern_pieces():
+    # words joined by single spaces and lone punctuation, ending with their newlines; digit groups,
+    # punctuation runs and spaces before whitespace apart; no piece starts with a newline
+    text = "By the way, I am a fan of the Milky Way.\nIt's 2025: call f(x) -- e.g. now!\n\n  in\tword  two"
+    assert regex.findall(SUPERBPE_PATTERN, text) == [
+        "By the way, I am a fan of the Milky Way.\n", "It's", " ", "202", "5", ": call f(x)", " --",
+        " e.g. now!\n\n", " ", " in\tword", " ", " two",
+    ]
+
+
+def test_superbpe_auto_transition(corpus):
+    assert [default_superbpe_transition(n) for n in (300, 8000, 32000)] == [0, 6144, 25344]
+    docs = [_slice(corpus, "english", 0, 20000)]
+    enc = train(docs, vocab_size=600, special_tokens=["<|endoftext|>"], workers=1, superbpe_transition="auto")
+    stages = enc.training.stages  # 599 BPE ids: int(0.8 * 599) - 256 = 223 stage-1 merges
+    assert stages == [1] * 223 + [2] * (len(stages) - 223) and len(stages) > 223
+    assert enc.pattern == SUPERBPE_PATTERN
+    with pytest.raises(ValueError):
+        train(docs, vocab_size=600, superbpe_transition="late")
 
 
 # ------------------------------------------------------------------ properties of trained vocabs
@@ -206,6 +228,14 @@ def test_deterministic_over_workers_and_chunking(corpus_files, monkeypatch):
     assert train(texts, vocab_size=1200, workers=1).training.merges == one.training.merges
     assert train(iter(texts), vocab_size=1200, workers=2).training.merges == one.training.merges
     assert one.training.input_bytes == sum(len(t.encode()) for t in texts)
+
+
+def test_superbpe_deterministic_over_chunking(corpus_files, monkeypatch):
+    # stage-2 pieces end at the newlines of a "newline + letter" cut, so chunking changes nothing
+    one = train(corpus_files, vocab_size=1200, workers=1, superbpe_transition=600)
+    monkeypatch.setattr(train_module, "CHUNK_BYTES", 3000)
+    small = train(corpus_files, vocab_size=1200, workers=2, superbpe_transition=600)
+    assert small.training.merges == one.training.merges and 2 in one.training.stages
 
 
 def test_long_run_without_cut_point_is_cut_anyway(tmp_path, monkeypatch):
