@@ -81,6 +81,16 @@ class Settings(BaseSettings):
     body_timeout: float = Field(
         default=30.0, description="Most seconds between two reads of a request body (408 and close after)."
     )
+    fast_path: bool = Field(
+        default=True,
+        description="Answer well-formed POST /v1/count requests in the middleware (same answers, about "
+        "half the cost per request); False sends every request through the FastAPI route.",
+    )
+    gil_switch_seconds: float = Field(
+        default=0.001,
+        description="sys.setswitchinterval: most time a thread running Python code keeps the GIL while "
+        "another waits for it (Python's default is 0.005); bounds how long the event loop waits.",
+    )
     threadpool_size: int = Field(default=40, description="Threads running the (GIL-releasing) endpoint bodies.")
 
     drain_seconds: float = Field(

@@ -144,6 +144,9 @@ async def lifespan(app: FastAPI):
     settings: Settings = state.settings
     configure_logging(settings.log_level)
     anyio.to_thread.current_default_thread_limiter().total_tokens = settings.threadpool_size
+    # The loop waits this long for the GIL from a worker thread running Python code (default 5 ms):
+    # with large bodies parsed in threads, that wait is the latency of every answer the loop gives.
+    sys.setswitchinterval(settings.gil_switch_seconds)
     install_http_limits(settings.max_header_bytes, settings.header_timeout)
     state.drain_event = asyncio.Event()
     drain = _Drain(app, asyncio.get_running_loop())
@@ -218,7 +221,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_errors(app)
     for module in (health, tokens, chunks, chat, compat, stream):
         app.include_router(module.router)
-    app.add_middleware(ServiceMiddleware, settings=settings, metrics=state.metrics)
+    app.add_middleware(ServiceMiddleware, settings=settings, metrics=state.metrics, state=state)
     return app
 
 

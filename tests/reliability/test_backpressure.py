@@ -84,8 +84,9 @@ def test_overload_sheds_with_429_retry_after_at_once(busy):
 def test_overload_answer_latency(busy, heavy_bytes):
     """``max_inflight`` heavy requests kept in flight; small requests beyond them are answered 429 at
     once: their latency is the overload answer latency (goal p99 < 10 ms). The tail is the longest
-    step the event loop takes for an accepted request: parsing its JSON body (json.loads and pydantic
-    run on the loop in FastAPI), so it grows with the size of the bodies being accepted."""
+    time the event loop waits for the GIL while accepted bodies are parsed and counted in worker
+    threads (service/fastpath.py: large bodies are parsed in pieces, one body at a time); what is
+    left is the single conversion of a large text to UTF-8 inside ``count``."""
     heavy = _request(json.dumps({"text": (TEXT * 4)[:heavy_bytes]}).encode())
     small = _request(b'{"text": "hi"}')
 
@@ -122,7 +123,7 @@ def test_overload_answer_latency(busy, heavy_bytes):
     p50, p99 = shed[len(shed) // 2] * 1000, shed[int(len(shed) * 0.99)] * 1000
     print(f"\noverload answer ({heavy_bytes} B bodies in flight): {len(shed)} x 429 p50 {p50:.2f} ms p99 {p99:.2f} ms "
           f"({len(lat[200])} small requests found a free slot)")
-    assert p99 < 150, f"429 p99 {p99:.1f} ms"  # goal 10 ms: see the issue report (big bodies parse on the loop)
+    assert p99 < 150, f"429 p99 {p99:.1f} ms"  # goal 10 ms; figures in benches/README.md ("Overload")
 
 
 def test_readyz_stays_truthful_under_overload(busy):
