@@ -248,10 +248,10 @@ def _worker(tasks: mp.Queue, results: mp.Queue, patterns: list[str | None], spec
 
 
 def _merge_counts(total: list[dict[bytes, int]], part: list[dict[bytes, int]]) -> None:
-    for t, p in zip(total, part):
-        if not t:
-            t.update(p)
-            continue
+    for i, p in enumerate(part):
+        t = total[i]
+        if len(t) < len(p):  # add the smaller dict into the larger one (the first is taken as it is)
+            total[i], t, p = p, p, t
         get = t.get
         for k, v in p.items():
             t[k] = get(k, 0) + v
@@ -443,18 +443,19 @@ def train(
     del counts[0]
     merges = trainer.train(first, progress=bar)
     tokens = trainer.token_bytes()
+    del trainer  # its tables go before the next ones (stage 2, the Vocab) are built
     report.stages = [1] * len(merges)
     if superbpe_transition is not None and len(merges) == first and n_merges > first:
         stage1 = Encoding(f"{name}-stage1", {t: i for i, t in enumerate(tokens)}, None, {})
-        words = [(stage1._core.encode(piece.decode("utf-8")), n) for piece, n in sorted(counts[0].items())]
-        del counts[0]
+        pieces = counts.pop(0)
         trainer = Trainer(tokens, min_frequency)
-        trainer.add_token_words(words)
-        del words
+        trainer.add_token_words((stage1._core.encode(piece.decode("utf-8")), pieces[piece]) for piece in sorted(pieces))
+        del pieces, stage1
         more = trainer.train(n_merges - first, progress=(lambda k: bar(first + k)) if bar else None)
         merges += more
         report.stages += [2] * len(more)
         tokens = trainer.token_bytes()
+        del trainer
         report.encode_pattern = SUPERBPE_PATTERN
     if bar:
         bar.close(len(merges))
