@@ -11,27 +11,31 @@ Lifecycle:
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import os
-import signal
-import sys
-import threading
-import time
-from contextlib import asynccontextmanager
+from service import preload
 
-import anyio.to_thread
-from fastapi import FastAPI
+preload.start()  # first: the vocabularies build while the imports below run
 
-import bpecore
-from bpecore import Encoding
-from service.config import Settings, get_settings
-from service.errors import install as install_errors
-from service.http_limits import install as install_http_limits
-from service.logging import configure_logging
-from service.metrics import Metrics
-from service.middleware import ServiceMiddleware
-from service.schemas import ErrorResponse
+import asyncio  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from contextlib import asynccontextmanager  # noqa: E402
+
+import anyio.to_thread  # noqa: E402
+from fastapi import FastAPI  # noqa: E402
+
+import bpecore  # noqa: E402
+from bpecore import Encoding  # noqa: E402
+from service.config import Settings, get_settings  # noqa: E402
+from service.errors import install as install_errors  # noqa: E402
+from service.http_limits import install as install_http_limits  # noqa: E402
+from service.logging import configure_logging  # noqa: E402
+from service.metrics import Metrics  # noqa: E402
+from service.middleware import ServiceMiddleware  # noqa: E402
+from service.schemas import ErrorResponse  # noqa: E402
 
 log = logging.getLogger("bpesvc")
 EXIT_LOAD_FAILED = 3  # uvicorn's own code for a failed start-up
@@ -231,6 +235,8 @@ def run(host: str | None = None, port: int | None = None, workers: int | None = 
 
     settings = get_settings()
     configure_logging(settings.log_level)
+    if (workers if workers is not None else settings.workers) == 1:
+        preload.start(from_cli_ok=True)
     uvicorn.run(
         "service.main:app",
         host=host if host is not None else settings.host,

@@ -20,8 +20,9 @@ def test_cmd_uses_uvloop_and_httptools(live):
 
 
 def test_live_readyz_503_until_loaded(live):
-    # the three shipped encodings take ~1-2 s to load; the server listens from the start
-    assert live.ready_statuses == [503, 200]
+    # the server listens from the start; the shipped encodings start building before the imports
+    # (service/preload.py), so they may be ready by the first poll: 503 until then, never after
+    assert live.ready_statuses in ([503, 200], [200])
     assert httpx.get(live.url + "/readyz").json()["encodings"] == sorted(bpecore.list_encodings())
 
 
