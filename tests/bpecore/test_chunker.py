@@ -7,6 +7,7 @@ import json
 import random
 
 import pytest
+import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -336,3 +337,81 @@ def test_markdown_heading_stays_with_its_text(cl100k):
     check_chunks(cl100k, text, chunks, 150)
     assert [c.text for c in chunks[:1]] == ["# A\n\nintro text here."]
     assert not any(c.text in ("## B", "Setext") or c.text.startswith("=") for c in chunks)
+
+
+# ------------------------------------------------------------------------------ fast paths
+# The chunker finds paragraph and line boundaries with str.rfind and looks ahead past the crossing
+# only where that can change the result; these tests hold the fast paths to the plain definitions.
+_REV = regex.REVERSE | regex.VERSION1
+_PARAGRAPH_RE = regex.compile(r"\n[[\s\x1c-\x1f]--\n]*\n", _REV)
+_LINE_RE = regex.compile(r"\n", _REV)
+NEWLINE_TEXTS = st.lists(st.sampled_from(["\n", "\n", " ", "\t", "\r", "\x1c", "\u3000", "a", "b c"]), max_size=60).map("".join)
+
+
+def reference_best_end(state, s: int, min_end: int):
+    """``_best_end`` as its definition reads: the exact farthest end, then every level from the top."""
+    from bpecore.chunker import _CHAR, _PARAGRAPH, _SECTION
+
+    e_max = state._farthest_end(s, state.max_tokens)
+    if e_max == state.n:
+        end = state._rstrip(s, state.n)
+        if end > min_end and state.counter.count(s, end) <= state.max_tokens:
+            return state.n, end, state.counter.count(s, end)
+    e = state._skip_ws(e_max) if state.trim else e_max
+    return state._levels(s, min_end, e, _SECTION + 5 if state.sections else _PARAGRAPH, _CHAR)
+
+
+def check_newline_candidates(text: str) -> None:
+    from bpecore.chunker import _Chunker
+
+    state = _Chunker(bpecore.get_encoding("cl100k_base"), text, 8, 0, True, False)
+    for s in range(len(text) + 1):
+        for e in range(s, len(text) + 1):
+            want = [(m.start(), m.end() - 1) for m in _PARAGRAPH_RE.finditer(text, s, e)]
+            assert list(state._blank_lines(s, e)) == want, (text, s, e)
+            want = [(m.start(), m.start()) for m in _LINE_RE.finditer(text, s, e)]
+            assert list(state._newlines(s, e)) == want, (text, s, e)
+
+
+@given(text=NEWLINE_TEXTS)
+def test_hyp_newline_candidates_are_the_reverse_regex_matches(text):
+    check_newline_candidates(text[:24])
+
+
+def test_newline_candidates_on_corpora(corpus):
+    rng = random.Random(7)
+    for name in CORPORA:
+        text = corpus(name)
+        for _ in range(20):
+            s = rng.randrange(len(text) - 30)
+            check_newline_candidates(text[s : s + 30])
+
+
+def test_no_cut_fast_path_bounds():
+    """No code point below the fast path's bounds is one that a cut must not go before or after."""
+    from bpecore.chunker import _FIRST_NO_CUT_AFTER, _FIRST_NO_CUT_BEFORE, _NO_CUT_AFTER, _NO_CUT_BEFORE
+
+    assert not any(_NO_CUT_BEFORE.match(chr(c)) for c in range(ord(_FIRST_NO_CUT_BEFORE)))
+    assert not any(_NO_CUT_AFTER.match(chr(c)) for c in range(ord(_FIRST_NO_CUT_AFTER)))
+
+
+@given(text=TEXTS | NEWLINE_TEXTS.map(lambda t: t * 8), max_tokens=st.sampled_from([1, 2, 4, 8, 16]), trim=st.booleans(), markdown=st.booleans())
+def test_hyp_best_end_equals_its_definition(cl100k, text, max_tokens, trim, markdown):
+    from bpecore.chunker import _Chunker
+
+    state = _Chunker(cl100k, text, max_tokens, 0, trim, markdown)
+    for s in range(0, len(text), max(1, len(text) // 40)):
+        for min_end in (s, s + 1):
+            assert state._best_end(s, min_end) == reference_best_end(state, s, min_end), (s, min_end)
+
+
+@pytest.mark.parametrize("max_tokens", [16, 128, 512])
+def test_best_end_equals_its_definition_on_corpora(corpus, cl100k, max_tokens):
+    from bpecore.chunker import _Chunker
+
+    for name in CORPORA:
+        text = corpus(name)[100_000:140_000]
+        for trim in (True, False):
+            state = _Chunker(cl100k, text, max_tokens, 0, trim, False)
+            for c in chunk(text, cl100k, max_tokens, trim=trim)[:60]:
+                assert state._best_end(c.start, c.start) == reference_best_end(state, c.start, c.start)
