@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from bpecore.pretokenize import R50K_PATTERN
+from bpecore.vocab import Vocab
 
 
 class VocabError(ValueError):
@@ -103,6 +104,21 @@ def _parse_tiktoken_checked(data: bytes, source: str) -> dict[bytes, int]:
     if not ranks:
         raise VocabError(f"{source}: no tokens")
     return ranks
+
+
+def tiktoken_vocab(data: bytes, source: str = "<bytes>") -> Vocab:
+    """The Vocab of `.tiktoken` content: parsed and built in C without the GIL when well formed.
+
+    Anything odd (or a vocabulary the build rejects) goes through ``parse_tiktoken`` and
+    ``Vocab(ranks)``, so errors name the file and line exactly as before.
+    """
+    try:
+        vocab = Vocab.from_tiktoken(data)
+        return vocab if vocab is not None else Vocab(parse_tiktoken(data, source))
+    except VocabError:
+        raise
+    except ValueError as e:
+        raise VocabError(f"{source}: {e}") from e
 
 
 def load_tiktoken_ranks(path: str | os.PathLike, expected_sha256: str | None = None) -> dict[bytes, int]:

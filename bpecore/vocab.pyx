@@ -1,20 +1,46 @@
 """The dictionary every encoder reads: token bytes, merge structure and lookup tables.
 
-A ``Vocab`` is built once from ``mergeable_ranks`` (bytes -> rank, lower rank merges first) and is
-read-only afterwards, so any number of threads may encode with it without the GIL.
+A ``Vocab`` is built once from ``mergeable_ranks`` (bytes -> rank, lower rank merges first) or
+straight from `.tiktoken` content (``Vocab.from_tiktoken``), and is read-only afterwards, so any
+number of threads may encode with it without the GIL.
 
 Build cost: O(total token bytes) hash and trie insertions plus, per token, a walk down its chain
-of prefix tokens with a pair-validity check (README, "How it works"). About 0.2 s for o200k_base.
-Memory: ~ 60 bytes per token plus ~ 24 bytes per trie node (~ 40 MB for cl100k + o200k together).
+of prefix tokens with a pair-validity check (README, "How it works"); everything after parsing
+runs without the GIL. Memory: ~ 60 bytes per token plus ~ 24 bytes per trie node (~ 40 MB for
+cl100k + o200k together).
 
 Lookups (all in ``vocab.pxd``, inline, nogil):
 - ``lookup``: bytes -> token, open addressing with linear probing, load factor <= 0.5.
 - ``pair_lookup``: (left, right) -> merged token, same scheme over 64-bit keys.
 - ``next_match``: longest token that prefixes the input, one trie step per byte.
 - ``is_valid_pair``: would BPE keep these two tokens adjacent (rust-gems ``bpe`` construction).
+
+Performance notes (load of o200k_base, CPU ms of a loaded 2-core machine, so ratios matter; the
+perf/callgrind split of the old build was parse 40%, table build 60%):
+- before: Python parse (split, a2b_base64, dict) ~180 ms + build from the dict ~250 ms, all
+  holding the GIL.
+- ``from_tiktoken``: base64 and ranks parsed in C into all_bytes/token_starts, no dict, no
+  per-token Python objects: parse 7 ms. Anything unusual returns None and load.py takes the
+  checked Python path, so error messages are unchanged.
+- build without the GIL (``_finish``), so a service thread loading vocabs overlaps its imports.
+- trie built in the combined (key, child) table that grows by doubling, instead of separate
+  key/value tables sized for every byte (4x the final size) then shrunk: 1 miss per probe, no
+  50 MB memset, no re-insert; next_prefix by parent links (3.5 ms) instead of a walk per byte.
+- bytes table: one probe per token (duplicate check and insert together), not two.
+- split search = half the remaining build (~100 ms, is_valid_pair misses in the pair table):
+  ``split_steps`` (1 byte per token, 26/50 KB zlib'd) shipped beside the rank file, bound to its
+  SHA-256, skips the search: each split is then one next_prefix walk + one lookup, still checked
+  (both halves earlier, reachable tokens, spelling the token) with a full search on any mismatch.
+  pair_keys/pair_vals are copied from ``pairs`` slot for slot (2 random writes fewer per token).
+- tried: MADV_HUGEPAGE on the pieces/trie/pairs tables before first touch; THP is "madvise" here
+  but AnonHugePages stayed 0 and the CPU time did not move (within noise): dropped.
+- not tried: building the trie in sorted token order (one probe per new node, 421k, instead of
+  one per byte, 1.4M) at the price of a sort and different node numbering.
 """
 
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
+from libcpp.algorithm cimport sort as cpp_sort
 from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
@@ -24,11 +50,502 @@ from bpecore.vocab cimport (
 )
 
 
-cdef uint64_t _table_size(uint64_t n):
+cdef uint64_t _table_size(uint64_t n) noexcept nogil:
     cdef uint64_t size = 16
     while size < 2 * n + 16:
         size <<= 1
     return size
+
+
+class _DuplicateToken(ValueError):
+    """Two ranks spell the same bytes (from_tiktoken answers None; the line-by-line parse names them)."""
+
+
+# base64 digit values (-1: not a base64 digit; '=' is handled apart)
+cdef signed char _B64[256]
+for _i in range(256):
+    _B64[_i] = -1
+for _i in range(64):
+    _B64[b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[_i]] = _i
+
+
+cdef inline bint _is_blank(uint8_t c) noexcept nogil:
+    # whitespace inside a line (bytes.split() also splits on these)
+    return c == 32 or c == 9 or c == 11 or c == 12
+
+
+cdef int _parse_tiktoken(const uint8_t* d, Py_ssize_t n, vector[uint8_t]& out, vector[uint32_t]& starts,
+                         vector[uint64_t]& keys) except -2 nogil:
+    # Lines "<base64> <decimal rank>" (\n or \r ends a line; blank lines skipped) into token bytes
+    # (out, starts) and keys[line] = rank << 32 | line. 0 on success; -1 for anything less than
+    # plainly well formed: strict padding with zero spare bits, ranks of <= 10 ASCII digits below
+    # 2**32 - 1. Stricter than Python's parse, never looser, so -1 only costs the slow path.
+    cdef Py_ssize_t i = 0, s, e, g
+    cdef uint64_t rank
+    cdef int a, b, c, x, digits
+    cdef uint32_t line = 0
+    out.reserve(<size_t>(n // 2))
+    starts.push_back(0)
+    while i < n:
+        while i < n and _is_blank(d[i]):
+            i += 1
+        if i == n:
+            break
+        if d[i] == 10 or d[i] == 13:
+            i += 1
+            continue
+        s = i
+        while i < n and _B64[d[i]] >= 0 or (i < n and d[i] == 61):
+            i += 1
+        e = i
+        if i == n or not _is_blank(d[i]) or (e - s) & 3:
+            return -1
+        while i < n and _is_blank(d[i]):
+            i += 1
+        rank = 0
+        digits = 0
+        while i < n and 48 <= d[i] <= 57:
+            rank = rank * 10 + (d[i] - 48)
+            digits += 1
+            i += 1
+        if digits == 0 or digits > 10 or rank >= 0xFFFFFFFFULL:
+            return -1
+        while i < n and _is_blank(d[i]):
+            i += 1
+        if i < n and d[i] != 10 and d[i] != 13:
+            return -1
+        g = s
+        while g < e:
+            a = _B64[d[g]]
+            b = _B64[d[g + 1]]
+            if a < 0 or b < 0:
+                return -1
+            out.push_back(<uint8_t>((a << 2) | (b >> 4)))
+            if d[g + 2] == 61:
+                if g + 4 != e or d[g + 3] != 61 or b & 15:
+                    return -1
+                break
+            c = _B64[d[g + 2]]
+            if c < 0:
+                return -1
+            out.push_back(<uint8_t>(((b & 15) << 4) | (c >> 2)))
+            if d[g + 3] == 61:
+                if g + 4 != e or c & 3:
+                    return -1
+                break
+            x = _B64[d[g + 3]]
+            if x < 0:
+                return -1
+            out.push_back(<uint8_t>(((c & 3) << 6) | x))
+            g += 4
+        if line == 0xFFFFFFFEUL:
+            return -1
+        keys.push_back((rank << 32) | line)
+        starts.push_back(out.size())
+        line += 1
+    return 0 if line else -1
+
+
+cdef int _order_by_rank(Vocab self, vector[uint64_t]& keys, vector[uint32_t]& ranks) except -2 nogil:
+    # Put the tokens in rank order (files list them so already; otherwise sort). -1 on a repeated rank.
+    cdef size_t n = keys.size(), i, j, at = 0, length
+    cdef bint in_order = True
+    cdef vector[uint8_t] all_bytes
+    cdef vector[uint32_t] starts
+    for i in range(1, n):
+        if (keys[i] >> 32) <= (keys[i - 1] >> 32):
+            in_order = False
+            break
+    if not in_order:
+        cpp_sort(keys.begin(), keys.end())
+        for i in range(1, n):
+            if (keys[i] >> 32) == (keys[i - 1] >> 32):
+                return -1
+        all_bytes.resize(self.all_bytes.size())
+        starts.reserve(n + 1)
+        starts.push_back(0)
+        for i in range(n):
+            j = keys[i] & 0xFFFFFFFFULL
+            length = self.token_starts[j + 1] - self.token_starts[j]
+            memcpy(all_bytes.data() + at, self.all_bytes.data() + self.token_starts[j], length)
+            at += length
+            starts.push_back(at)
+        self.all_bytes.swap(all_bytes)
+        self.token_starts.swap(starts)
+    ranks.resize(n)
+    for i in range(n):
+        ranks[i] = keys[i] >> 32
+    return 0
+
+
+cdef int _set_ids(Vocab self, vector[uint32_t]& ranks) except -1 nogil:
+    # n_tokens, max_id, max_token_len and the id maps (empty when ranks are 0..n-1).
+    cdef uint32_t n = ranks.size(), i, length
+    cdef bint identity = True
+    self.n_tokens = n
+    self.max_id = ranks[n - 1]
+    self.max_token_len = 0
+    for i in range(n):
+        if ranks[i] != i:
+            identity = False
+        length = self.token_starts[i + 1] - self.token_starts[i]
+        if length > self.max_token_len:
+            self.max_token_len = length
+    if not identity:
+        self.ids = ranks
+        self.index_of_id.assign(<size_t>self.max_id + 1, NO_TOKEN)
+        for i in range(n):
+            self.index_of_id[ranks[i]] = i
+    return 0
+
+
+cdef void _sync(Vocab self) noexcept nogil:
+    self.view.all_bytes = self.all_bytes.data()
+    self.view.token_starts = self.token_starts.data()
+    self.view.split_left = self.split_left.data()
+    self.view.split_right = self.split_right.data()
+    self.view.next_prefix = self.next_prefix.data()
+    self.view.reachable = self.reachable.data()
+    self.view.bytes_table = self.bytes_table.data()
+    self.view.bytes_mask = self.bytes_table.size() - 1
+    self.view.pair_keys = self.pair_keys.data()
+    self.view.pair_vals = self.pair_vals.data()
+    self.view.pair_mask = self.pair_keys.size() - 1 if self.pair_keys.size() else 0
+    self.view.root_child = self.root_child.data()
+    self.view.trie_keys = self.trie_keys.data()
+    self.view.trie_vals = self.trie_vals.data()
+    self.view.trie_mask = self.trie_keys.size() - 1 if self.trie_keys.size() else 0
+    self.view.node_token = self.node_token.data()
+    self.view.n_tokens = self.n_tokens
+    self.view.pieces = self.pieces.data()
+    self.view.trie = self.trie.data()
+    self.view.pairs = self.pairs.data()
+    self.view.byte_token = self.byte_token.data()
+    self.view.first2 = self.first2.data()
+    self.view.pair_filter = self.pair_filter.data()
+    self.view.first2x = self.first2x.data()
+
+
+cdef int _build_lookup(Vocab self, uint32_t* err) except -1 nogil:
+    # bytes -> token; 1 with err = (first index, second index) when two tokens spell the same
+    # bytes, 2 with err[0] = the byte when a single byte has no token, else 0.
+    cdef uint32_t n = self.n_tokens, i, t, length
+    cdef uint64_t size = _table_size(n), mask = size - 1, slot
+    cdef const uint8_t* base = self.all_bytes.data()
+    cdef const uint32_t* starts = self.token_starts.data()
+    cdef uint8_t byte_value
+    cdef int j
+    self.bytes_table.assign(size, NO_TOKEN)
+    for i in range(n):
+        length = starts[i + 1] - starts[i]
+        slot = hash_bytes(base + starts[i], length) & mask
+        while True:
+            t = self.bytes_table[slot]
+            if t == NO_TOKEN:
+                self.bytes_table[slot] = i
+                break
+            if starts[t + 1] - starts[t] == length and memcmp(base + starts[t], base + starts[i], length) == 0:
+                err[0] = t
+                err[1] = i
+                return 1
+            slot = (slot + 1) & mask
+    _sync(self)
+    for j in range(256):
+        byte_value = j
+        if lookup_any(&self.view, &byte_value, 1) == NO_TOKEN:
+            err[0] = j
+            err[1] = 0
+            for j in range(j + 1, 256):
+                byte_value = j
+                if lookup_any(&self.view, &byte_value, 1) == NO_TOKEN:
+                    err[1] += 1
+            return 2
+    return 0
+
+
+cdef int _rehash_trie(Vocab self, uint64_t size) except -1 nogil:
+    # Re-insert the trie's slots (self.trie: key, child) into a table of ``size`` slots.
+    cdef uint64_t mask = size - 1, slot, k
+    cdef vector[TrieEntry] table
+    cdef TrieEntry empty
+    empty.key = 0
+    empty.child = 0
+    empty.token = NO_TOKEN
+    table.assign(size, empty)
+    for k in range(self.trie.size()):
+        if self.trie[k].key != 0:
+            slot = hash_u64(self.trie[k].key) & mask
+            while table[slot].key != 0:
+                slot = (slot + 1) & mask
+            table[slot] = self.trie[k]
+    self.trie.swap(table)
+    return 0
+
+
+cdef void _trie_split_keys(Vocab self) noexcept nogil:
+    # trie_keys/trie_vals (what trie_child reads) from the combined table, slot for slot.
+    cdef uint64_t k, size = self.trie.size()
+    self.trie_keys.resize(size)
+    self.trie_vals.resize(size)
+    for k in range(size):
+        self.trie_keys[k] = self.trie[k].key
+        self.trie_vals[k] = self.trie[k].child
+    _sync(self)
+
+
+cdef int _build_trie(Vocab self, vector[uint32_t]& parent, vector[uint32_t]& tok_node) except -1 nogil:
+    # The trie over every token's bytes, tokens inserted in rank order (node ids in creation order).
+    # Built in the combined (key, child) table, one cache line per probe instead of two. The table
+    # starts at a quarter of the total bytes and doubles to keep the load factor <= 0.5, so it ends
+    # at _table_size(nodes) without first filling a table sized for every byte (4x too big).
+    # parent[node] (NO_TOKEN under the root) and tok_node[i] (node spelling token i) feed next_prefix.
+    cdef uint32_t n = self.n_tokens, i, j, length, node, child
+    cdef uint64_t size = _table_size(self.all_bytes.size() // 4), mask = size - 1, slot, key, k
+    cdef const uint8_t* p
+    cdef TrieEntry empty
+    cdef TrieEntry* table
+    empty.key = 0
+    empty.child = 0
+    empty.token = NO_TOKEN
+    self.root_child.assign(256, NO_TOKEN)
+    self.node_token.clear()
+    self.node_token.reserve(self.all_bytes.size() // 3 + 256)
+    parent.clear()
+    parent.reserve(self.all_bytes.size() // 3 + 256)
+    tok_node.resize(n)
+    self.trie.assign(size, empty)
+    table = self.trie.data()
+    for i in range(n):
+        p = self.all_bytes.data() + self.token_starts[i]
+        length = self.token_starts[i + 1] - self.token_starts[i]
+        node = self.root_child[p[0]]
+        if node == NO_TOKEN:
+            node = self.node_token.size()
+            self.node_token.push_back(NO_TOKEN)
+            parent.push_back(NO_TOKEN)
+            self.root_child[p[0]] = node
+        for j in range(1, length):
+            key = ((<uint64_t>node + 1) << 8) | p[j]
+            slot = hash_u64(key) & mask
+            while True:
+                k = table[slot].key
+                if k == key:
+                    child = table[slot].child
+                    break
+                if k == 0:
+                    child = self.node_token.size()
+                    self.node_token.push_back(NO_TOKEN)
+                    parent.push_back(node)
+                    table[slot].key = key
+                    table[slot].child = child
+                    if size < 2 * <uint64_t>self.node_token.size() + 16:
+                        size <<= 1
+                        mask = size - 1
+                        _rehash_trie(self, size)
+                        table = self.trie.data()
+                    break
+                slot = (slot + 1) & mask
+            node = child
+        self.node_token[node] = i
+        tok_node[i] = node
+    if size > _table_size(self.node_token.size()):
+        _rehash_trie(self, _table_size(self.node_token.size()))
+    _trie_split_keys(self)
+    return 0
+
+
+cdef void _next_prefix(Vocab self, vector[uint32_t]& parent, vector[uint32_t]& tok_node) noexcept nogil:
+    # next_prefix[i]: the nearest ancestor of token i's node that spells a (reachable) token.
+    cdef uint32_t i, node, t, best
+    for i in range(self.n_tokens):
+        best = NO_TOKEN
+        node = parent[tok_node[i]]
+        while node != NO_TOKEN:
+            t = self.node_token[node]
+            if t != NO_TOKEN:
+                best = t
+                break
+            node = parent[node]
+        self.next_prefix[i] = best
+
+
+cdef enum:
+    _STEPS_SEARCH = 254         #: split_steps: search this token's split as without steps
+    _STEPS_UNREACHABLE = 255    #: split_steps: no split (unreachable token)
+
+
+cdef inline void _add_pair(Vocab self, uint32_t t1, uint32_t t2, uint32_t i, uint64_t mask,
+                           uint32_t filter_bits) noexcept nogil:
+    # Record (t1, t2) as token i's split: merge table (pairs; pair_keys/vals are copied from it
+    # slot for slot at the end), its filter, split_left/right.
+    cdef uint64_t key = ((<uint64_t>t1 << 32) | t2) + 1, h = hash_u64(key), slot = h & mask
+    while self.pairs[slot].key != 0:
+        slot = (slot + 1) & mask
+    self.pairs[slot].key = key
+    self.pairs[slot].merged = i
+    slot = h >> (64 - filter_bits)
+    self.pair_filter[slot >> 6] |= <uint64_t>1 << (slot & 63)
+    self.split_left[i] = t1
+    self.split_right[i] = t2
+
+
+cdef int _build_splits(Vocab self, const uint8_t* steps) except -1 nogil:
+    # splits, in rank order: the longest prefix token whose remainder is a token and which BPE would
+    # keep side by side with it (README, "How it works"); the merge table and its filter with them.
+    # With ``steps`` (Vocab.split_steps of this very vocabulary, see there) the search is skipped:
+    # token i's left half is steps[i] links down its next_prefix chain. Returns 1, tables
+    # unfinished, when a step does not give a split (left or right not an earlier reachable token).
+    cdef uint32_t n = self.n_tokens, i, j, t1, t2, length, filter_bits = 21
+    cdef uint64_t size = _table_size(n), mask = size - 1, k
+    cdef const uint8_t* p
+    cdef PairEntry empty
+    empty.key = 0
+    empty.merged = NO_TOKEN
+    empty.pad = 0
+    self.pairs.assign(size, empty)
+    self.pair_keys.assign(size, 0)          # sizes view.pair_mask; filled from pairs at the end
+    self.pair_vals.assign(size, NO_TOKEN)
+    # pair filter: 2**21 bits (256 KB) up to 256k pairs, doubled beyond
+    while (<uint64_t>1 << filter_bits) < 8 * <uint64_t>n:
+        filter_bits += 1
+    self.pair_filter.assign((<uint64_t>1 << filter_bits) >> 6, 0)
+    self.view.pair_filter_shift = 64 - filter_bits
+    _sync(self)
+    self.n_unreachable = 0
+    self.reachable.assign(n, 1)
+    for i in range(n):
+        length = self.token_starts[i + 1] - self.token_starts[i]
+        self.split_left[i] = i
+        self.split_right[i] = i
+        if length == 1:
+            continue
+        p = self.all_bytes.data() + self.token_starts[i]
+        t1 = self.next_prefix[i]
+        if steps != NULL and steps[i] != _STEPS_SEARCH:
+            if steps[i] == _STEPS_UNREACHABLE:
+                t1 = NO_TOKEN
+            else:
+                for k in range(steps[i]):
+                    if t1 == NO_TOKEN:
+                        return 1
+                    t1 = self.next_prefix[t1]
+                if t1 == NO_TOKEN or t1 >= i or not self.reachable[t1]:
+                    return 1
+                j = self.token_starts[t1 + 1] - self.token_starts[t1]
+                t2 = lookup_any(&self.view, p + j, length - j)
+                if t2 == NO_TOKEN or t2 >= i or not self.reachable[t2]:
+                    return 1
+                _add_pair(self, t1, t2, i, mask, filter_bits)
+                continue
+        while t1 != NO_TOKEN:
+            if t1 < i and self.reachable[t1]:
+                j = self.token_starts[t1 + 1] - self.token_starts[t1]
+                t2 = lookup_any(&self.view, p + j, length - j)
+                if t2 != NO_TOKEN and t2 < i and self.reachable[t2] and is_valid_pair(&self.view, t1, t2):
+                    _add_pair(self, t1, t2, i, mask, filter_bits)
+                    break
+            t1 = self.next_prefix[t1]
+        if t1 == NO_TOKEN:
+            self.reachable[i] = 0
+            self.n_unreachable += 1
+    for k in range(size):
+        self.pair_keys[k] = self.pairs[k].key
+        self.pair_vals[k] = self.pairs[k].merged
+    _sync(self)
+    return 0
+
+
+cdef int _build_fast(Vocab self) except -1 nogil:
+    # The cache-friendly twins of the tables above (VocabView.pieces, trie, byte_token, first2x).
+    cdef uint64_t size, slot, k, head
+    cdef uint32_t i, length, bits = 4, node
+    cdef const uint8_t* p
+    cdef uint8_t byte_value
+    cdef PieceEntry empty_piece
+    empty_piece.head = 0
+    empty_piece.token = NO_TOKEN
+    empty_piece.len = 0
+    # whole pieces: reachable tokens only, load factor <= 0.5
+    while (<uint64_t>1 << bits) < 2 * <uint64_t>self.n_tokens:
+        bits += 1
+    size = <uint64_t>1 << bits
+    self.pieces.assign(size, empty_piece)
+    for i in range(self.n_tokens):
+        if not self.reachable[i]:
+            continue
+        p = self.all_bytes.data() + self.token_starts[i]
+        length = self.token_starts[i + 1] - self.token_starts[i]
+        head = load_head(p, length)
+        slot = piece_hash(p, length, head) >> (64 - bits)
+        while self.pieces[slot].token != NO_TOKEN:
+            slot = (slot + 1) & (size - 1)
+        self.pieces[slot].head = head
+        self.pieces[slot].token = i
+        self.pieces[slot].len = length
+    self.view.piece_shift = 64 - bits
+    # trie: same slots as trie_keys, with the child's token inline
+    for k in range(self.trie.size()):
+        self.trie[k].token = self.node_token[self.trie[k].child] if self.trie[k].key != 0 else NO_TOKEN
+    _sync(self)
+    self.byte_token.resize(256)
+    for k in range(256):
+        byte_value = k
+        self.byte_token[k] = lookup_any(&self.view, &byte_value, 1)
+    self.first2.assign(65536, NO_TOKEN)
+    self.first2x.assign(65536, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
+    for k in range(65536):
+        node = self.root_child[k >> 8]
+        if node != NO_TOKEN:
+            self.first2[k] = trie_child(&self.view, node, k & 0xFF)
+            if self.first2[k] != NO_TOKEN:
+                self.first2x[k] = self.first2[k] | (<uint64_t>self.node_token[self.first2[k]] << 32)
+    _sync(self)
+    return 0
+
+
+cdef _finish(Vocab self, mergeable_ranks, const uint8_t* steps=NULL):
+    # Every table from all_bytes/token_starts/ids, without the GIL except for error messages and
+    # the (never seen in shipped files) unreachable-token check against the reference BPE.
+    cdef vector[uint32_t] parent, tok_node
+    cdef uint32_t err[2]
+    cdef uint32_t i, j, node, length
+    cdef int status
+    cdef const uint8_t* p
+    with nogil:
+        self.reachable.assign(self.n_tokens, 1)
+        self.split_left.resize(self.n_tokens)
+        self.split_right.resize(self.n_tokens)
+        self.next_prefix.assign(self.n_tokens, NO_TOKEN)
+        status = _build_lookup(self, err)
+        if status == 0:
+            _build_trie(self, parent, tok_node)
+            _next_prefix(self, parent, tok_node)
+            if _build_splits(self, steps) == 1:
+                # steps of another vocabulary: search every split instead
+                _build_splits(self, NULL)
+    if status == 1:
+        raise _DuplicateToken(f"token {self.token_bytes(err[1])!r} appears twice (ranks "
+                              f"{self._rank(err[0])} and {self._rank(err[1])})")
+    if status == 2:
+        raise ValueError(f"vocabulary lacks single-byte tokens for {err[1] + 1} byte values "
+                         f"(first: 0x{err[0]:02x}); byte-level BPE needs all 256")
+    if self.n_unreachable:
+        from bpecore.reference import bpe_encode
+        if mergeable_ranks is None:
+            mergeable_ranks = {self.token_bytes(i): self._rank(i) for i in range(self.n_tokens)}
+        for i in range(self.n_tokens):
+            if not self.reachable[i] and bpe_encode(mergeable_ranks, self.token_bytes(i)) == [self._rank(i)]:
+                raise ValueError(
+                    f"token {self.token_bytes(i)!r} (rank {self._rank(i)}) is formed by BPE only from "
+                    "tokens of higher rank; bpecore needs every token ranked after the tokens it merges"
+                )
+        with nogil:
+            for i in range(self.n_tokens):
+                if not self.reachable[i]:
+                    self.node_token[tok_node[i]] = NO_TOKEN
+            _next_prefix(self, parent, tok_node)
+    with nogil:
+        _build_fast(self)
 
 
 cdef class Vocab:
@@ -58,16 +575,13 @@ cdef class Vocab:
             raise ValueError("empty vocabulary")
         if n >= 0xFFFFFFFF:
             raise ValueError("vocabulary too large")
-        cdef uint32_t i, j, t, node, child, last, t1, t2, length
-        cdef uint64_t slot, key, total = 0
-        cdef uint32_t filter_bits
         cdef bytes b
-        cdef const uint8_t* p
+        cdef Py_ssize_t i, length, at
+        cdef vector[uint32_t] ranks
         prev_rank = -1
-        identity = True
+        ranks.reserve(n)
         self.token_starts.reserve(n + 1)
         self.token_starts.push_back(0)
-        self.max_token_len = 0
         for i in range(n):
             b, rank = items[i]
             if not isinstance(b, bytes) or len(b) == 0:
@@ -77,219 +591,91 @@ cdef class Vocab:
             if rank == prev_rank:
                 raise ValueError(f"rank {rank} is given to two tokens")
             prev_rank = rank
-            if rank != i:
-                identity = False
-            p = b
-            for j in range(len(b)):
-                self.all_bytes.push_back(p[j])
-            self.token_starts.push_back(self.all_bytes.size())
-            if <uint32_t>len(b) > self.max_token_len:
-                self.max_token_len = len(b)
-        self.n_tokens = n
-        self.max_id = items[n - 1][1]
-        if not identity:
-            self.ids.resize(n)
-            self.index_of_id.assign(self.max_id + 1, NO_TOKEN)
-            for i in range(n):
-                self.ids[i] = items[i][1]
-                self.index_of_id[items[i][1]] = i
-        self.reachable.assign(n, 1)
-        self.split_left.resize(n)
-        self.split_right.resize(n)
-        self.next_prefix.assign(n, NO_TOKEN)
+            length = len(b)
+            at = self.all_bytes.size()
+            self.all_bytes.resize(at + length)
+            memcpy(self.all_bytes.data() + at, <const char*>b, length)
+            self.token_starts.push_back(at + length)
+            ranks.push_back(rank)
+        _set_ids(self, ranks)
+        _finish(self, mergeable_ranks)
 
-        # bytes -> token
-        cdef uint64_t size = _table_size(n)
-        self.bytes_table.assign(size, NO_TOKEN)
-        self._sync_view()
-        for i in range(n):
-            p = &self.all_bytes[0] + self.token_starts[i]
-            length = self.token_starts[i + 1] - self.token_starts[i]
-            if lookup_any(&self.view, p, length) != NO_TOKEN:
-                raise ValueError(f"token {bytes(p[:length])!r} appears twice (ranks "
-                                 f"{self._rank(lookup_any(&self.view, p, length))} and {self._rank(i)})")
-            slot = hash_bytes(p, length) & (size - 1)
-            while self.bytes_table[slot] != NO_TOKEN:
-                slot = (slot + 1) & (size - 1)
-            self.bytes_table[slot] = i
-        self._sync_view()
-        cdef uint8_t byte_value
-        missing = []
-        for j in range(256):
-            byte_value = j
-            if lookup_any(&self.view, &byte_value, 1) == NO_TOKEN:
-                missing.append(j)
-        if missing:
-            raise ValueError(f"vocabulary lacks single-byte tokens for {len(missing)} byte values "
-                             f"(first: 0x{missing[0]:02x}); byte-level BPE needs all 256")
+    @staticmethod
+    def from_tiktoken(const uint8_t[::1] data not None, const uint8_t[::1] split_steps=None):
+        """The Vocab of `.tiktoken` content (``<base64 token> <rank>`` lines), or None.
 
-        # trie over all token bytes
-        for i in range(n):
-            total += self.token_starts[i + 1] - self.token_starts[i]
-        self.root_child.assign(256, NO_TOKEN)
-        self.node_token.clear()
-        size = _table_size(total)
-        self.trie_keys.assign(size, 0)
-        self.trie_vals.assign(size, 0)
-        self._sync_view()
-        for i in range(n):
-            p = &self.all_bytes[0] + self.token_starts[i]
-            length = self.token_starts[i + 1] - self.token_starts[i]
-            node = self.root_child[p[0]]
-            if node == NO_TOKEN:
-                node = self.node_token.size()
-                self.node_token.push_back(NO_TOKEN)
-                self.root_child[p[0]] = node
-            for j in range(1, length):
-                child = trie_child(&self.view, node, p[j])
-                if child == NO_TOKEN:
-                    child = self.node_token.size()
-                    self.node_token.push_back(NO_TOKEN)
-                    key = ((<uint64_t>node + 1) << 8) | p[j]
-                    slot = hash_u64(key) & (size - 1)
-                    while self.trie_keys[slot] != 0:
-                        slot = (slot + 1) & (size - 1)
-                    self.trie_keys[slot] = key
-                    self.trie_vals[slot] = child
-                node = child
-            self.node_token[node] = i
-        self._shrink_trie()
-        self._compute_next_prefix()
+        ``split_steps``: what ``split_steps()`` gave for this same content, to skip the search for
+        each token's split (the costliest part of the build). It must be bound to ``data`` by the
+        caller (bpecore.registry keeps it beside the rank file under the file's SHA-256); steps
+        that do not spell a split of every token are ignored and the splits searched as without.
 
-        # splits, in rank order: the longest prefix token whose remainder is a token and which
-        # BPE would keep side by side with it (README, "How it works").
-        size = _table_size(n)
-        self.pair_keys.assign(size, 0)
-        self.pair_vals.assign(size, NO_TOKEN)
-        self.pairs.resize(size)
-        for slot in range(size):
-            self.pairs[slot].key = 0
-            self.pairs[slot].merged = NO_TOKEN
-            self.pairs[slot].pad = 0
-        # pair filter: 2**21 bits (256 KB) up to 256k pairs, doubled beyond
-        filter_bits = 21
-        while (<uint64_t>1 << filter_bits) < 8 * <uint64_t>n:
-            filter_bits += 1
-        self.pair_filter.assign((<uint64_t>1 << filter_bits) >> 6, 0)
-        self.view.pair_filter_shift = 64 - filter_bits
-        self._sync_view()
-        for i in range(n):
-            length = self.token_starts[i + 1] - self.token_starts[i]
-            self.split_left[i] = i
-            self.split_right[i] = i
-            if length == 1:
+        Parses and builds without the GIL (the caller's other threads keep running). Returns None
+        when the content is not plainly well formed (odd whitespace, non-canonical base64, a
+        repeated token or rank, no lines): ``bpecore.load`` then parses it line by line in Python
+        and names the bad line. Raises ValueError for a well-formed file that is no byte-level BPE
+        vocabulary (missing single bytes), as ``Vocab(ranks)`` does.
+
+        >>> Vocab.from_tiktoken(b"YQ== 0\\n").n_tokens
+        Traceback (most recent call last):
+        ...
+        ValueError: vocabulary lacks single-byte tokens for 255 byte values (first: 0x00); byte-level BPE needs all 256
+        """
+        cdef Vocab self = Vocab.__new__(Vocab)
+        cdef vector[uint64_t] keys
+        cdef vector[uint32_t] ranks
+        cdef Py_ssize_t n = data.shape[0]
+        cdef int status = -1
+        cdef const uint8_t* steps = NULL
+        if n == 0:
+            return None
+        with nogil:
+            status = _parse_tiktoken(&data[0], n, self.all_bytes, self.token_starts, keys)
+            if status == 0:
+                status = _order_by_rank(self, keys, ranks)
+            if status == 0:
+                _set_ids(self, ranks)
+        if status != 0:
+            return None
+        if split_steps is not None and split_steps.shape[0] == self.n_tokens:
+            steps = &split_steps[0]
+        try:
+            _finish(self, None, steps)
+        except _DuplicateToken:
+            return None
+        return self
+
+    def split_steps(self):
+        """Each token's split as a number of links down its next_prefix chain, one byte per token.
+
+        254: search it (chain longer than 253); 255: no split (single byte or unreachable). Saved
+        beside a rank file, it lets ``from_tiktoken`` skip the split search (o200k: ~100 ms).
+        """
+        cdef bytearray out = bytearray(self.n_tokens)
+        cdef uint32_t i, t, k
+        for i in range(self.n_tokens):
+            out[i] = _STEPS_UNREACHABLE
+            if self.split_left[i] == i:
                 continue
-            p = &self.all_bytes[0] + self.token_starts[i]
-            t1 = self.next_prefix[i]
-            while t1 != NO_TOKEN:
-                if t1 < i and self.reachable[t1]:
-                    j = self.token_starts[t1 + 1] - self.token_starts[t1]
-                    t2 = lookup_any(&self.view, p + j, length - j)
-                    if t2 != NO_TOKEN and t2 < i and self.reachable[t2] and \
-                            is_valid_pair(&self.view, t1, t2):
-                        key = ((<uint64_t>t1 << 32) | t2) + 1
-                        slot = hash_u64(key) & (size - 1)
-                        while self.pair_keys[slot] != 0:
-                            slot = (slot + 1) & (size - 1)
-                        self.pair_keys[slot] = key
-                        self.pair_vals[slot] = i
-                        self.pairs[slot].key = key
-                        self.pairs[slot].merged = i
-                        slot = hash_u64(key) >> (64 - filter_bits)
-                        self.pair_filter[slot >> 6] |= <uint64_t>1 << (slot & 63)
-                        self.split_left[i] = t1
-                        self.split_right[i] = t2
-                        break
-                t1 = self.next_prefix[t1]
-            if t1 == NO_TOKEN:
-                self.reachable[i] = 0
-                self.n_unreachable += 1
-        if self.n_unreachable:
-            from bpecore.reference import bpe_encode
-            for i in range(n):
-                if not self.reachable[i] and bpe_encode(mergeable_ranks, self.token_bytes(i)) == [self._rank(i)]:
-                    raise ValueError(
-                        f"token {self.token_bytes(i)!r} (rank {self._rank(i)}) is formed by BPE only from "
-                        "tokens of higher rank; bpecore needs every token ranked after the tokens it merges"
-                    )
-            for i in range(n):
-                if not self.reachable[i]:
-                    p = &self.all_bytes[0] + self.token_starts[i]
-                    length = self.token_starts[i + 1] - self.token_starts[i]
-                    node = self.root_child[p[0]]
-                    for j in range(1, length):
-                        node = trie_child(&self.view, node, p[j])
-                    self.node_token[node] = NO_TOKEN
-            self._compute_next_prefix()
-        self._build_fast_tables()
-        self._sync_view()
+            t = self.next_prefix[i]
+            k = 0
+            while t != self.split_left[i]:
+                t = self.next_prefix[t]
+                k += 1
+            out[i] = k if k < _STEPS_SEARCH else _STEPS_SEARCH
+        return bytes(out)
 
     cdef _shrink_trie(self):
         """Re-insert the trie into a table sized by its node count (load factor <= 0.5)."""
-        cdef uint64_t size = _table_size(self.node_token.size()), mask = size - 1, slot, k
-        cdef vector[uint64_t] keys
-        cdef vector[uint32_t] vals
-        keys.assign(size, 0)
-        vals.assign(size, 0)
-        for k in range(self.trie_keys.size()):
-            if self.trie_keys[k] != 0:
-                slot = hash_u64(self.trie_keys[k]) & mask
-                while keys[slot] != 0:
-                    slot = (slot + 1) & mask
-                keys[slot] = self.trie_keys[k]
-                vals[slot] = self.trie_vals[k]
-        self.trie_keys.swap(keys)
-        self.trie_vals.swap(vals)
-        self._sync_view()
+        _rehash_trie(self, _table_size(self.node_token.size()))
+        _trie_split_keys(self)
 
     cdef _build_fast_tables(self):
         """The cache-friendly twins of the tables above (VocabView.pieces, trie, pairs, byte_token)."""
-        cdef uint64_t size, slot, k, head
-        cdef uint32_t i, length, bits = 4, t, node
-        cdef const uint8_t* p
-        cdef uint8_t byte_value
-        # whole pieces: reachable tokens only, load factor <= 0.5
-        while (<uint64_t>1 << bits) < 2 * <uint64_t>self.n_tokens:
-            bits += 1
-        size = <uint64_t>1 << bits
-        self.pieces.resize(size)
-        for slot in range(size):
-            self.pieces[slot].head = 0
-            self.pieces[slot].token = NO_TOKEN
-            self.pieces[slot].len = 0
-        for i in range(self.n_tokens):
-            if not self.reachable[i]:
-                continue
-            p = &self.all_bytes[0] + self.token_starts[i]
-            length = self.token_starts[i + 1] - self.token_starts[i]
-            head = load_head(p, length)
-            slot = piece_hash(p, length, head) >> (64 - bits)
-            while self.pieces[slot].token != NO_TOKEN:
-                slot = (slot + 1) & (size - 1)
-            self.pieces[slot].head = head
-            self.pieces[slot].token = i
-            self.pieces[slot].len = length
-        self.view.piece_shift = 64 - bits
-        # trie: same slots as trie_keys, with the child's token inline
-        self.trie.resize(self.trie_keys.size())
-        for k in range(self.trie_keys.size()):
-            self.trie[k].key = self.trie_keys[k]
-            self.trie[k].child = self.trie_vals[k]
-            self.trie[k].token = self.node_token[self.trie_vals[k]] if self.trie_keys[k] != 0 else NO_TOKEN
-        self.byte_token.resize(256)
-        for k in range(256):
-            byte_value = k
-            self.byte_token[k] = lookup_any(&self.view, &byte_value, 1)
-        self.first2.assign(65536, NO_TOKEN)
-        self.first2x.assign(65536, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
-        for k in range(65536):
-            node = self.root_child[k >> 8]
-            if node != NO_TOKEN:
-                self.first2[k] = trie_child(&self.view, node, k & 0xFF)
-                if self.first2[k] != NO_TOKEN:
-                    self.first2x[k] = self.first2[k] | (<uint64_t>self.node_token[self.first2[k]] << 32)
+        _build_fast(self)
+        _sync(self)
 
     cdef _compute_next_prefix(self):
+        """next_prefix from the trie, one walk down per token (the build uses the parent links)."""
         cdef uint32_t i, j, node, t, best, length
         cdef const uint8_t* p
         for i in range(self.n_tokens):
@@ -305,30 +691,7 @@ cdef class Vocab:
             self.next_prefix[i] = best
 
     cdef _sync_view(self):
-        self.view.all_bytes = self.all_bytes.data()
-        self.view.token_starts = self.token_starts.data()
-        self.view.split_left = self.split_left.data()
-        self.view.split_right = self.split_right.data()
-        self.view.next_prefix = self.next_prefix.data()
-        self.view.reachable = self.reachable.data()
-        self.view.bytes_table = self.bytes_table.data()
-        self.view.bytes_mask = self.bytes_table.size() - 1
-        self.view.pair_keys = self.pair_keys.data()
-        self.view.pair_vals = self.pair_vals.data()
-        self.view.pair_mask = self.pair_keys.size() - 1 if self.pair_keys.size() else 0
-        self.view.root_child = self.root_child.data()
-        self.view.trie_keys = self.trie_keys.data()
-        self.view.trie_vals = self.trie_vals.data()
-        self.view.trie_mask = self.trie_keys.size() - 1 if self.trie_keys.size() else 0
-        self.view.node_token = self.node_token.data()
-        self.view.n_tokens = self.n_tokens
-        self.view.pieces = self.pieces.data()
-        self.view.trie = self.trie.data()
-        self.view.pairs = self.pairs.data()
-        self.view.byte_token = self.byte_token.data()
-        self.view.first2 = self.first2.data()
-        self.view.pair_filter = self.pair_filter.data()
-        self.view.first2x = self.first2x.data()
+        _sync(self)
 
     cdef object _rank(self, uint32_t i):
         return self.ids[i] if self.ids.size() else i

@@ -9,7 +9,7 @@ import pytest
 import bpecore
 from bpecore import reference
 from bpecore.vocab import Vocab
-from tests.conftest import TOY_MERGES, shared_ranks, toy_ranks
+from tests.conftest import SHARED, TOY_MERGES, shared_ranks, toy_ranks
 
 
 def test_readme_example(toy_encoding):
@@ -104,3 +104,98 @@ def test_gapped_ranks_map_to_external_ids():
 def test_bad_ranks_are_clear_errors(ranks, message):
     with pytest.raises(ValueError, match=message):
         Vocab(ranks)
+
+
+# ----------------------------------------------------------------- loading (issue 6: start-up time)
+def _tables(v: Vocab) -> tuple:
+    # What the encoders read, token by token: bytes, split, reachability, and (through the steps)
+    # the next_prefix chain down to each split.
+    n = len(v)
+    return (
+        [v.token_bytes(i) for i in range(n)],
+        [v.id_of_index(i) for i in range(n)],
+        [v.split(i) for i in range(n)],
+        [v.is_reachable(i) for i in range(n)],
+        v.split_steps(),
+        v.max_token_len,
+        v.max_id,
+    )
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_from_tiktoken_equals_dict_build(name):
+    from bpecore.load import parse_tiktoken, read_file
+
+    data = read_file(SHARED / "vocab" / f"{name}.tiktoken.gz")
+    fresh = _tables(Vocab.from_tiktoken(data))
+    assert fresh == _tables(Vocab(parse_tiktoken(data)))
+    # the registry's vocab, built with the shipped split steps, has the same tables
+    assert fresh == _tables(bpecore.get_encoding(name)._vocab)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_shipped_split_steps_match_a_fresh_build(name):
+    import hashlib
+
+    from bpecore.load import read_file
+    from bpecore.registry import _split_steps
+
+    data = read_file(SHARED / "vocab" / f"{name}.tiktoken.gz")
+    steps = _split_steps(f"{name}.tiktoken", hashlib.sha256(data).hexdigest())
+    assert steps is not None, "stale data/*.steps: regenerate with registry._write_split_steps"
+    assert steps == Vocab.from_tiktoken(data).split_steps()
+    assert _split_steps(f"{name}.tiktoken", "0" * 64) is None  # bound to the rank file's hash
+
+
+def test_wrong_split_steps_are_ignored():
+    from bpecore.load import read_file
+
+    data = read_file(SHARED / "vocab" / "cl100k_base.tiktoken.gz")
+    fresh = _tables(Vocab.from_tiktoken(data))
+    steps = bytearray(fresh[4])
+    rng = random.Random(3)
+    for i in rng.sample(range(256, len(steps)), 50):
+        steps[i] = (steps[i] + 1) % 254
+    assert _tables(Vocab.from_tiktoken(data, bytes(steps))) == fresh
+    assert _tables(Vocab.from_tiktoken(data, bytes(fresh[4][:-1]))) == fresh  # wrong length
+
+
+def _tiktoken_bytes(ranks: dict[bytes, int]) -> bytes:
+    import base64
+
+    return b"".join(base64.b64encode(t) + b" %d\n" % r for t, r in ranks.items())
+
+
+def test_from_tiktoken_unsorted_ranks_and_gaps():
+    ranks = toy_ranks()
+    items = list(ranks.items())
+    random.Random(5).shuffle(items)
+    gapped = {t: r * 3 + 7 for t, r in items}
+    for r in (dict(items), gapped):
+        assert _tables(Vocab.from_tiktoken(_tiktoken_bytes(r))) == _tables(Vocab(r))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"\n\n",
+        b"YR== 0\n",  # non-canonical padding bits
+        b"YQ 0\n",  # no padding
+        b"YQ== +0\n",
+        b"YQ== 0 1\n",
+        b"YQ==\n",
+        b"YQ== 4294967295\n",
+        b"YQ== 0\nYQ== 1\n",  # repeated token
+        b"YQ== 0\nYg== 0\n",  # repeated rank
+        b"Y=Q= 0\n",
+    ],
+)
+def test_from_tiktoken_leaves_odd_content_to_the_checked_parser(content):
+    assert Vocab.from_tiktoken(content) is None
+
+
+def test_from_tiktoken_whitespace_like_python():
+    ranks = toy_ranks()
+    text = _tiktoken_bytes(ranks).replace(b" ", b" \t ").replace(b"\n", b"\r\n") + b"\n  \n"
+    assert _tables(Vocab.from_tiktoken(text)) == _tables(Vocab(ranks))
