@@ -33,6 +33,39 @@ shared with other jobs, load average 4-6; benches/bench_train.py, medians of 3):
   a stamp per word (HF keeps a hash set per pair); stale entries cost one scan of a short word.
 - SuperBPE stage 2 is slower (2.3 s at 8k): its pattern has no scanner (``regex``, 0.8 s) and
   superword pieces are long and mostly unique, so merges rewrite longer words.
+
+SuperBPE compression (held-out English, same vocab size, fewer tokens than plain BPE; the stage-2
+pattern and the transition rule are documented at ``SUPERBPE_PATTERN`` in train.py):
+- Transition alone cannot reach 10% at 8k: with words joined only by single spaces, the gain was
+  8.3, 8.3, 8.3, 8.2, 8.1, 8.0% for a transition at 30, 40, 50, 60, 70, 80% of the vocab (14.0-14.1%
+  at 32k). Stage 2 re-learns the same frequent subword merges whatever the transition, so only
+  the last, rare merges differ.
+- Stage-2 pieces were the cause. Letting lone punctuation join words (", and the", as the paper's
+  stage 2 does): 9.4% at 8k, 16.0% at 32k. Letting a piece end with its newlines too: 12.9% and
+  20.1% (kept). A cap of 4 words per piece: 10.8% at 8k (not kept; the paper's released stage-2
+  pattern has no cap either).
+- With that pattern the transition matters little: 12.9-13.0% (8k) and 20.1-20.4% (32k) from 40
+  to 80% of the vocab, 12.2% and 18.5% at 90%. Default ``"auto"`` = 80% of the BPE ids.
+
+Peak memory (32k ids, corpus x4 = 11.4 MB, two workers; the largest process is the trainer's own,
+measured as VmHWM; workers peak at 29 MB). Stages of the old peak of 75 MB: imports 27.5 MB (the
+package imports every compiled module); after counting 39-41 MB (the merged piece dict, 35k
+pieces = 3.8 MB live, the multiprocessing modules, freed buffers); merge loop +14.5 MB (sym 2 MB,
+100k pairs x 44 bytes at 131k capacity = 5.8 MB, pair -> words vectors ~4 MB, pair hash 262k
+slots x 12 bytes = 3.1 MB, token set 2.3 MB); tokens, ranks and merges +2.5 MB; then the
+Encoding's Vocab, +17 MB while built (13 MB kept), with the Trainer still alive.
+- Kept: drop the Trainer before the Encoding is built (and stage 1's before stage 2, whose words are
+  streamed into the new Trainer rather than listed): 75 -> 61 MB; the Vocab reuses the freed tables.
+- Kept: drop the merge list of id pairs (32k tuples of ints) before the Vocab is built: 61 -> 58 MB.
+- Kept: worker dicts are added into the larger one instead of copying the first: no measurable
+  change in the peak (61.2-61.8 vs 61.4-61.9 MB), one dict copy less.
+- Not kept: the merges as an ``array("I")`` until the Vocab is built (58.3 vs 58.4 MB); 256 KiB or
+  64 KiB chunks (the counting peak stayed 44.5 / 45.5 MB vs 44.4); ``malloc_trim(0)`` after
+  counting (61.8 -> 58.5 MB before the items above, but glibc-only). Not tried: smaller trainer
+  tables. The Vocab is built into the memory they free, so each MB saved there lowers the peak by
+  only about a third of a MB.
+- The bench used to report wait4's ru_maxrss, which Linux keeps across execve: it was at least the
+  bench's own RSS at fork time (82.9 MB reported when the trainer's peak was 61.4 MB).
 """
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
