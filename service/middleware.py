@@ -112,8 +112,9 @@ class ServiceMiddleware:
             more = True
             while more:
                 try:
-                    message = await asyncio.wait_for(receive(), self.settings.body_timeout)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(self.settings.body_timeout):  # no task per read, unlike wait_for
+                        message = await receive()
+                except TimeoutError:
                     await self._send_error(
                         send_wrapper, 408, "request_timeout",
                         f"no request body data for {self.settings.body_timeout:g} s", rid, info, close=True,
