@@ -5,7 +5,8 @@ the threadpool) and answer ``POST /v1/count {"text": ...}`` with the token count
 from ``wrk`` (C, on loopback; ``apt-get install wrk``) with a Lua script that posts one fixed body;
 without wrk, a bounded asyncio/httpx client is used (and is then the bottleneck on small texts).
 Reported per server: requests/s and p50/p99 latency for 1 KB and 100 KB English text at
-concurrency 1, 16 and 64; start-up time to /readyz 200; RSS after load and after the run.
+concurrency 1, 16 and 64; RSS after load and after the run; start-up time (process start to the
+first /readyz 200, median of ``--startup-runs`` fresh processes) with the RSS after load.
 
     python benches/bench_http.py                  # 5 s per cell
     python benches/bench_http.py --duration 10 --client python
@@ -26,6 +27,7 @@ import platform
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -119,6 +121,16 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def ready(port: int) -> bool:
+    """One GET /readyz on a fresh connection: True for a 200 (a bare socket: polls cost ~0.1 ms)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"GET /readyz HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+            return s.recv(16).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
 class Server:
     def __init__(self, name: str, cmd: list[str], port: int, env: dict[str, str] | None = None) -> None:
         self.name = name
@@ -133,15 +145,13 @@ class Server:
         self.rss_loaded = rss_mb(self.proc.pid)
 
     def _wait_ready(self) -> float:
+        """Seconds from Popen to the first /readyz 200, polled every 5 ms."""
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited: {self.proc.stderr.read().decode()[-2000:]}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return time.perf_counter() - self.t0
-            except httpx.TransportError:
-                pass
-            time.sleep(0.01)
+            if ready(self.port):
+                return time.perf_counter() - self.t0
+            time.sleep(0.005)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -201,7 +211,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per cell")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    ap.add_argument("--sizes", nargs="+", default=["1KB", "100KB"], choices=["1KB", "100KB"])
     ap.add_argument("--client", choices=["auto", "wrk", "python"], default="auto")
+    ap.add_argument("--startup-runs", type=int, default=5, help="fresh processes per kind for the start-up figure")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
     client = args.client
@@ -219,11 +231,16 @@ def main() -> None:
     expected = {}
     enc = bpecore.get_encoding("cl100k_base")
     for label, text in texts().items():
+        if label not in args.sizes:
+            continue
         path = work / f"{label}.json"
         path.write_text(json.dumps({"text": text}))
         bodies[label] = path
         expected[label] = enc.count(text)
 
+    # the image runs pip-installed modules, compiled to bytecode at install; do the same here, or
+    # every start-up would also compile the sources (PYTHONDONTWRITEBYTECODE keeps them uncached)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "service", "bpecore"], cwd=ROOT, check=True)
     cmd_docker = json.loads(next(line for line in (ROOT / "Dockerfile").read_text().splitlines()
                                  if line.startswith("CMD "))[4:])
     results = []
@@ -258,21 +275,41 @@ def main() -> None:
         finally:
             server.stop()
 
-    # start-up and memory like for like: bpecore with cl100k_base only
-    port = free_port()
-    cmd = list(cmd_docker)
-    cmd[cmd.index("--port") + 1] = str(port)
-    cmd[cmd.index("--host") + 1] = "127.0.0.1"
-    server = Server("bpecore", cmd, port, {"BPESVC_LOG_LEVEL": "WARNING", "BPESVC_ENCODINGS": '["cl100k_base"]'})
-    meta.insert(1, {"server": "bpecore (cl100k_base only)", "startup_s": server.startup_s,
-                    "rss_loaded_mb": server.rss_loaded, "rss_after_mb": float("nan")})
-    server.stop()
+    # start-up (median of --startup-runs fresh processes, run alternately) and memory after load
+    def bpecore_cmd(port: int) -> list[str]:
+        cmd = list(cmd_docker)
+        cmd[cmd.index("--port") + 1] = str(port)
+        cmd[cmd.index("--host") + 1] = "127.0.0.1"
+        return cmd
+
+    kinds = {
+        "bpecore, every shipped encoding": lambda port: Server(
+            "bpecore", bpecore_cmd(port), port, {"BPESVC_LOG_LEVEL": "WARNING"}),
+        "bpecore, cl100k_base only": lambda port: Server(
+            "bpecore", bpecore_cmd(port), port, {"BPESVC_LOG_LEVEL": "WARNING", "BPESVC_ENCODINGS": '["cl100k_base"]'}),
+        "tiktoken, cl100k_base": lambda port: Server(
+            "tiktoken", [sys.executable, str(work / "tiktoken_server.py"), str(port), str(VOCAB)], port),
+    }
+    starts: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
+    for _ in range(args.startup_runs):
+        for kind, make in kinds.items():
+            server = make(free_port())
+            starts[kind].append((server.startup_s, server.rss_loaded))
+            server.stop()
+    startup = []
+    for kind, runs in starts.items():
+        seconds = sorted(t for t, _ in runs)
+        rss = sorted(r for _, r in runs)
+        startup.append({"server": kind, "startup_s": statistics.median(seconds), "min_s": seconds[0],
+                        "max_s": seconds[-1], "rss_loaded_mb": statistics.median(rss)})
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
+                            text=True).stdout.strip() or "(not a git checkout)"
+    load = os.getloadavg()
     print(f"\n## HTTP /v1/count, cl100k_base, English text ({client} client, {args.duration:g} s per cell)")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}, tiktoken {tiktoken.__version__}, commit {commit}\n")
+          f"Python {platform.python_version()}, tiktoken {tiktoken.__version__}, commit {commit}, "
+          f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")
     print("| size | conc. | bpecore req/s | p50 ms | p99 ms | tiktoken req/s | p50 ms | p99 ms | speed-up |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label in bodies:
@@ -281,18 +318,23 @@ def main() -> None:
             b = next(r for r in results if r["server"] == "tiktoken" and r["size"] == label and r["concurrency"] == c)
             print(f"| {label} | {c} | {a['rps']:.0f} | {a['p50_ms']:.2f} | {a['p99_ms']:.2f} | {b['rps']:.0f} | "
                   f"{b['p50_ms']:.2f} | {b['p99_ms']:.2f} | {a['rps'] / b['rps']:.2f}x |")
-    print("\n| server | start-up to /readyz 200 | RSS after load | RSS after run |")
-    print("|---|---:|---:|---:|")
+    print("\n| server | RSS after load | RSS after the load test |")
+    print("|---|---:|---:|")
     for m in meta:
-        after = "-" if m["rss_after_mb"] != m["rss_after_mb"] else f"{m['rss_after_mb']:.0f} MB"
-        print(f"| {m['server']} | {m['startup_s']:.2f} s | {m['rss_loaded_mb']:.0f} MB | {after} |")
+        print(f"| {m['server']} | {m['rss_loaded_mb']:.0f} MB | {m['rss_after_mb']:.0f} MB |")
+    print(f"\n| server | start-up to /readyz 200, median of {args.startup_runs} (min-max) | RSS after load |")
+    print("|---|---:|---:|")
+    for m in startup:
+        print(f"| {m['server']} | {m['startup_s']:.2f} s ({m['min_s']:.2f}-{m['max_s']:.2f}) | "
+              f"{m['rss_loaded_mb']:.0f} MB |")
     print("\nbpecore serves every shipped encoding by default (cl100k_base, o200k_base, o200k_harmony); the "
-          "baseline loads cl100k_base only. Start-up is process start to the first /readyz 200.")
+          "baseline loads cl100k_base only. Start-up is process start (Popen) to the first /readyz 200, "
+          "the image's CMD run on the host; fresh processes, the three kinds in turn.")
     errors = sum(r["errors"] for r in results)
     if errors:
         print(f"\nWARNING: {errors} failed requests")
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "servers": meta}, indent=2))
+        Path(args.json).write_text(json.dumps({"results": results, "servers": meta, "startup": startup}, indent=2))
     shutil.rmtree(work, ignore_errors=True)
 
 
