@@ -85,6 +85,39 @@ threads. Memory per call: the output vector (4 bytes per token) plus that cache.
 #   encode_text (2.84M -> 4.63M Ir, o200k english 200 KB), paid back by 6 but worth trimming;
 #   o200k adv_base64 count is short of 1.3x bpe-openai (callgrind --branch-sim: ~2.9
 #   mispredicted branches per byte, half of them in backtrack_piece / is_valid_pair).
+#   Issue 3, second follow-up (o200k count short of 5x tiktoken on English/code). Why o200k is
+#   slower per byte than cl100k for us: tiktoken gains on o200k, we do not, and our o200k time is
+#   memory, not instructions. callgrind, count of 300 KB English: cl100k 15.7M Ir, o200k 17.2M
+#   (scanner 8.6M vs 7.2M; encode_text ~7.0M both; backtrack_piece 1.1M both). perf (cpu-clock,
+#   o200k English 1 MB): backtrack_piece 35% of the time although it sees only the ~3.5K distinct
+#   non-token pieces (29 KB of 1 MB), 56% of its samples on the trie slot load; encode_text 19%,
+#   half of it on the whole-piece slot and on token_starts/all_bytes for pieces over 8 bytes.
+#   o200k's tables are twice cl100k's (pieces 8 MB, trie 16 MB, pairs 8 MB) and live on 4 KB
+#   pages (THP is "madvise" here): most probes are a TLB miss as well as a cache miss.
+#   A/B below: separate processes alternating, 7 rounds x median of 5 calls, thread CPU time,
+#   median of per-round ratios; load average 6-8 during all of it.
+#  14. Huge pages: BacktrackEncoder.__init__ asks for the 2 MB-aligned interior of the pieces,
+#      trie and pair tables to be collapsed into transparent huge pages (madvise MADV_HUGEPAGE +
+#      MADV_COLLAPSE; no copy kept, RSS unchanged; a no-op where refused). Trial with
+#      GLIBC_TUNABLES=glibc.malloc.hugetlb=1: o200k english 1.08x, multilingual 1.08x (5 pairs);
+#      the madvise itself: o200k english 1.03-1.13x, code 1.04-1.22x, multilingual 1.06-1.5x,
+#      b64 1.00x, cl100k english 0.95x (noise; 6 rounds at load 5.5). Ir unchanged. Kept.
+#  15. longest_matches: for pieces of 2..32 bytes, next_match of every position at once, the
+#      walks advancing one byte per round (prefetch every live walk's slot, then probe), so the
+#      misses of one piece overlap instead of forming one dependent chain per token. Ir +6%
+#      (o200k english 300 KB 17.16M -> 18.25M), +26% multilingual (24.9M -> 31.4M): a walk from
+#      every byte, not only from token starts. Time: o200k english 1.03x, code 1.04x,
+#      multilingual 1.06x, b64 1.15x, cl100k multilingual 1.07x. Kept.
+#  16. Pieces over 32 bytes remember is_valid_pair answers in a 256-slot direct-mapped table on
+#      the stack: cl100k 'a' * 300K 24.6M -> 14.9M Ir (-39%); b64 51.6M -> 52.8M (+2%),
+#      whitespace 122.1M -> 122.4M (+0.3%; with 64 slots +4.5%, too many conflicts). Kept.
+#   14-16 together vs e01e2c4's build (same vocab module): o200k count english 1.22x, code 1.20x,
+#   multilingual 1.15x, adv_base64 1.13x, adv_whitespace 1.00x; cl100k adv_repeat_a 1.27x,
+#   adv_whitespace 0.99x.
+#   Left: whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
+#   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
+#   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
+#   8 bytes, which a second prefetch stage in the look-ahead ring could hide.
 # Not done / rejected:
 #   - A byte-pair merge loop (tiktoken's algorithm) on token ids for short pieces: it needs the
 #     pair table to hold every adjacent pair whose bytes form a token, which our split-derived
@@ -106,7 +139,7 @@ from libcpp.vector cimport vector
 from bpecore._types cimport NO_TOKEN
 from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_end
 from bpecore.vocab cimport (
-    Vocab, VocabView, is_valid_pair, load_head, lookup_piece, lookup_piece_hashed, next_match,
+    PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, load_head, lookup_piece, lookup_piece_hashed, next_match,
     piece_hash, token_len,
 )
 
@@ -124,6 +157,35 @@ cdef extern from *:
     #endif
     """
     void bpe_prefetch(const void* p) noexcept nogil
+
+# Huge pages for the vocab's large random-access tables (Performance notes, step 14).
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #ifndef MADV_HUGEPAGE
+    #define MADV_HUGEPAGE 14
+    #endif
+    #ifndef MADV_COLLAPSE
+    #define MADV_COLLAPSE 25
+    #endif
+    static int bpe_huge_pages(const void* p, size_t n) {
+        /* Back the 2 MB-aligned interior of p[:n] by transparent huge pages, now (MADV_COLLAPSE,
+           Linux >= 6.1) and for later faults (MADV_HUGEPAGE). Contents are unchanged; readers in
+           other threads are unaffected. Returns the bytes asked for, 0 if too small or refused. */
+        const uintptr_t huge = (uintptr_t)2 << 20;
+        uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+        uintptr_t e = ((uintptr_t)p + n) & ~(huge - 1);
+        if (e <= a) return 0;
+        madvise((void*)a, e - a, MADV_HUGEPAGE);
+        if (madvise((void*)a, e - a, MADV_COLLAPSE) != 0) return 0;
+        return (int)((e - a) >> 20);
+    }
+    #else
+    static int bpe_huge_pages(const void* p, size_t n) { (void)p; (void)n; return 0; }
+    #endif
+    """
+    int bpe_huge_pages(const void* p, size_t n) noexcept nogil
 
 cdef extern from "Python.h":
     PyObject** PySequence_Fast_ITEMS(object o)
@@ -153,6 +215,66 @@ cdef Py_ssize_t count_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
     return backtrack_piece(v, p, n, scratch, bits)
 
 
+cdef enum:
+    SHORT_PIECE = 32    #: pieces up to this many bytes get all their longest matches at once
+    PAIR_MEMO = 256     #: is_valid_pair answers remembered per longer piece (2**8 slots)
+
+
+cdef void longest_matches(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                          uint32_t* best) noexcept nogil:
+    """best[i] = next_match(v, p + i, n - i) for every i < n (2 <= n <= SHORT_PIECE).
+
+    The n trie walks advance together, one byte per round: a round first prefetches the slot of
+    every live walk, then probes them, so their cache misses overlap instead of queueing along
+    one dependent chain per token (Performance notes, step 15).
+    """
+    cdef uint32_t node[SHORT_PIECE]
+    cdef uint64_t slot[SHORT_PIECE]
+    cdef uint8_t live[SHORT_PIECE]
+    cdef Py_ssize_t i, d, m = 0, k, j
+    cdef uint64_t x, key, h, kk
+    cdef uint64_t mask = v.trie_mask
+    cdef const TrieEntry* trie = v.trie
+    for i in range(n):
+        best[i] = v.byte_token[p[i]]
+        if i + 1 < n:
+            x = v.first2x[(<uint32_t>p[i] << 8) | p[i + 1]]
+            if <uint32_t>x != NO_TOKEN:
+                if (x >> 32) != NO_TOKEN:
+                    best[i] = <uint32_t>(x >> 32)
+                if i + 2 < n:
+                    node[i] = <uint32_t>x
+                    live[m] = <uint8_t>i
+                    m += 1
+    d = 2
+    while m:
+        for k in range(m):
+            i = live[k]
+            h = hash_u64(((<uint64_t>node[i] + 1) << 8) | p[i + d]) & mask
+            slot[k] = h
+            bpe_prefetch(&trie[h])
+        j = 0
+        for k in range(m):
+            i = live[k]
+            key = ((<uint64_t>node[i] + 1) << 8) | p[i + d]
+            h = slot[k]
+            while True:
+                kk = trie[h].key
+                if kk == key or kk == 0:
+                    break
+                h = (h + 1) & mask
+            if kk == 0:
+                continue
+            node[i] = trie[h].child
+            if trie[h].token != NO_TOKEN:
+                best[i] = trie[h].token
+            if i + d + 1 < n:
+                live[j] = <uint8_t>i
+                j += 1
+        m = j
+        d += 1
+
+
 cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                 vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
     """encode_piece without the whole-piece lookup (n >= 1)."""
@@ -161,17 +283,47 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
     cdef Py_ssize_t end
     cdef uint32_t last, shorter
     cdef uint32_t token
+    cdef uint32_t best[SHORT_PIECE]
+    cdef bint short = 2 <= n <= SHORT_PIECE
+    cdef uint64_t memo_key[PAIR_MEMO]
+    cdef uint8_t memo_ok[PAIR_MEMO]
+    cdef uint64_t pk
+    cdef uint32_t mi
+    cdef bint ok
     bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
-    token = next_match(v, p, n)
+    if short:
+        longest_matches(v, p, n, best)
+        token = best[0]
+    else:
+        for mi in range(PAIR_MEMO):
+            memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
+        token = next_match(v, p, n)
     while True:
         last = out.back() if out.size() > start else NO_TOKEN
         end = pos + token_len(v, token)
-        if ((bits[end >> 6] >> (end & 63)) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
+        if not ((bits[end >> 6] >> (end & 63)) & 1):
+            ok = False
+        elif last == NO_TOKEN:
+            ok = True
+        elif short:
+            ok = is_valid_pair(v, last, token)
+        else:
+            # Long pieces (runs of one letter, base64 lines) ask about the same pairs again and
+            # again: remember the answers in a small direct-mapped table (Performance notes, 16).
+            pk = (<uint64_t>last << 32) | token
+            mi = <uint32_t>(hash_u64(pk) >> 56)
+            if memo_key[mi] == pk:
+                ok = memo_ok[mi]
+            else:
+                ok = is_valid_pair(v, last, token)
+                memo_key[mi] = pk
+                memo_ok[mi] = ok
+        if ok:
             out.push_back(token)
             pos = end
             if pos == n:
                 break
-            token = next_match(v, p + pos, n - pos)
+            token = best[pos] if short else next_match(v, p + pos, n - pos)
         else:
             shorter = v.next_prefix[token]
             if shorter != NO_TOKEN:
@@ -363,6 +515,16 @@ cdef class BacktrackEncoder:
         self.pattern = pattern
         self.kind = pattern_kind(pattern)
         self._regex = regex.compile(pattern) if pattern is not None else None
+        cdef const VocabView* v = &vocab.view
+        with nogil:
+            # The whole-piece, trie and pair tables are read at random (4-16 MB for o200k): on
+            # 4 KB pages nearly every probe is also a TLB miss. Read-only from here on.
+            if v.pieces != NULL:
+                bpe_huge_pages(v.pieces, sizeof(PieceEntry) << (64 - v.piece_shift))
+            if v.trie != NULL:
+                bpe_huge_pages(v.trie, sizeof(TrieEntry) * (v.trie_mask + 1))
+            if v.pairs != NULL:
+                bpe_huge_pages(v.pairs, sizeof(PairEntry) * (v.pair_mask + 1))
 
     cdef int _pieces(self, str text, const uint8_t** s, Py_ssize_t* n, vector[Py_ssize_t]& ends) except -1:
         """UTF-8 of ``text`` in s/n; for PAT_REGEX also the byte ends of its pieces in ``ends``."""

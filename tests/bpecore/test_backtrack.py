@@ -157,3 +157,42 @@ def test_threads_share_one_encoder(name, corpus):
     for t in threads:
         t.join()
     assert errors == []
+
+
+_PIECE_UNITS = ["a", "ab", " ", "\t", "\r\n", "0", "Zx", "é", "中", "/", "=", "aaaa"]
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@given(data=st.data())
+def test_hyp_single_piece_paths(name, data, token_bytes, tiktoken_encoding):
+    # Pieces of 2..32 bytes take all their longest matches in one interleaved pass; longer ones
+    # remember is_valid_pair answers per piece. Both against the reference merge loop and tiktoken.
+    from bpecore import reference
+    from tests.conftest import shared_ranks
+
+    units = data.draw(st.lists(st.sampled_from(_PIECE_UNITS + token_bytes(name)[:2000:7]), min_size=1, max_size=12))
+    reps = data.draw(st.integers(1, 40))
+    piece = (b"".join(u if isinstance(u, bytes) else u.encode() for u in units) * reps)[: data.draw(st.integers(1, 300))]
+    enc = bpecore.get_encoding(name)
+    got = enc.encode_piece(piece)
+    assert got == tiktoken_encoding(name)._encode_single_piece(piece)
+    if len(piece) <= 80:
+        assert got == reference.bpe_encode(_ranks(name, shared_ranks), piece)
+
+
+_RANKS: dict[str, dict[bytes, int]] = {}
+
+
+def _ranks(name, shared_ranks):
+    if name not in _RANKS:
+        _RANKS[name] = shared_ranks(name)
+    return _RANKS[name]
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@pytest.mark.parametrize("n", [1, 2, 3, 31, 32, 33, 64, 1000])
+def test_piece_length_boundaries(name, n, tiktoken_encoding):
+    enc = bpecore.get_encoding(name)
+    tk = tiktoken_encoding(name)
+    for piece in (b"a" * n, (b" \t" * n)[:n], (b"Hello" * n)[:n], ("é中" * n).encode()[:n]):
+        assert enc.encode_piece(piece) == tk._encode_single_piece(piece)
