@@ -33,12 +33,16 @@ chunk, found a better end in 9% of chunks); it now checks only the ends that wou
 into the window, when paragraph or line boundaries decide (11.1 queries per chunk). The reverse
 regex search for a blank line scanned the whole window when there was none (about 12 us per
 chunk, 29% of the instructions): str.rfind over the newlines does it in Python steps per newline.
-Total 723M -> 471M instructions, 1.34x less CPU time (512 tokens: 315M -> 215M, 1.24x). Tried and
-dropped: one ``re`` scan of the whole text for blank lines, then bisect (1.9 ms per MB, slower
-than walking the newlines: 12.5 vs 12.7 MB/s at 128, 20.3 vs 22.8 at 512); ``count_many`` for the
-look-ahead (its argument conversion costs what a call costs). What is left (py-spy, 128 tokens):
-building the interval counter 34%, interval queries 32% (the gallop and interpolation probes, 7.7
-per chunk, the order of which decides the crossing found, so kept), Python 28%, regex 4%.
+The interpolation step in integers instead of floats, and ``_new_chunk`` instead of the frozen
+dataclass's ``__init__``, took 4% more. Total 723M -> 442M instructions, about 1.4x less CPU time
+(512 tokens: 315M -> 208M, 2048: 189M -> 147M). Tried and dropped: one ``re`` scan of the whole
+text for blank lines, then bisect (1.9 ms per MB, slower than walking the newlines: 12.5 vs 12.7
+MB/s at 128, 20.3 vs 22.8 at 512); ``count_many`` for the look-ahead (its argument conversion
+costs what a call costs); skipping the look-ahead when the chunk that the newline's arrival
+gives equals the one without it (14M fewer instructions in queries, 36M more in Python: 471M ->
+493M). What is left (py-spy, 128 tokens): building the interval counter 31%, interval queries
+31% (the gallop and interpolation probes, 7.7 per chunk, the order of which decides the crossing
+found, so kept), Python 30%, regex 5%.
 """
 
 from __future__ import annotations
@@ -66,6 +70,17 @@ class Chunk:
     end: int
     text: str
     tokens: int
+
+
+def _new_chunk(start: int, end: int, text: str, tokens: int, _new=object.__new__, _set=object.__setattr__) -> Chunk:
+    """``Chunk(start, end, text, tokens)`` in about half the time (the frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__`` from Python)."""
+    c = _new(Chunk)
+    _set(c, "start", start)
+    _set(c, "end", end)
+    _set(c, "text", text)
+    _set(c, "tokens", tokens)
+    return c
 
 
 # ---------------------------------------------------------------------------- boundary levels
@@ -187,7 +202,9 @@ class _Chunker:
                 return n, n
             lo, c_lo = hi, c_hi
             step *= 2
-        guess = lo + int((hi - lo) * (tokens + 0.5 - c_lo) / (c_hi - c_lo))
+        # Interpolate towards tokens + 1/2, in integers: int() of the float quotient, without floats
+        # (equal while (hi - lo) * (c_hi - c_lo) < 2**51, i.e. any chunk under a gigabyte).
+        guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
         halve = False
         while hi - lo > 1:
             if halve or not lo < guess < hi:
@@ -197,7 +214,7 @@ class _Chunker:
                 lo, c_lo = guess, c
             else:
                 hi, c_hi = guess, c
-            guess = lo + int((hi - lo) * (tokens + 0.5 - c_lo) / (c_hi - c_lo))
+            guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
             halve = not halve
         stop = lo + 1 + _LOOKAHEAD
         if self.text[lo].isspace():  # whitespace tokens run up to 128 characters
@@ -233,7 +250,7 @@ class _Chunker:
                 step *= 2
                 continue
             break
-        guess = near - int((near - far) * (tokens + 0.5 - c_near) / (c_far - c_near))
+        guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
         halve = False
         while near - far > 1:
             if halve or not far < guess < near:
@@ -243,7 +260,7 @@ class _Chunker:
                 near, c_near = guess, c
             else:
                 far, c_far = guess, c
-            guess = near - int((near - far) * (tokens + 0.5 - c_near) / (c_far - c_near))
+            guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
             halve = not halve
         best = near
         stop = near - 1 - _LOOKAHEAD
@@ -442,7 +459,7 @@ class _Chunker:
                 if e_max < 0:
                     # Every end left (first <= e < split) gives the paragraph and line candidates
                     # that e_lo gives, so those two levels decide the same way for all of them.
-                    best = self._levels(s, min_end, e_lo, _PARAGRAPH, _LINE)
+                    best = self._newline_level(True, s, min_end, e_lo) or self._newline_level(False, s, min_end, e_lo)
                     if best is not None:
                         return best
                     e_max = self._look_ahead(s, limit, lo, first, split - 1)
@@ -496,11 +513,11 @@ class _Chunker:
                     f"({self.enc.count(text[s])} tokens on its own)"
                 )
             b, end, tokens = best
-            yield Chunk(s, end, text[s:end], tokens)
+            yield _new_chunk(s, end, text[s:end], tokens)
             if tokens:
                 self.chars_per_token = 0.5 * self.chars_per_token + 0.5 * max(1.0, (end - s) / tokens)
             best = None
-            nxt = self._skip_ws(b) if self.trim else b
+            nxt = self._skip_ws(b) if self.trim and b < n and text[b].isspace() else b
             if nxt >= n:
                 return
             if self.overlap:
