@@ -111,6 +111,9 @@ threads. Memory per call: the output vector (4 bytes per token) plus that cache.
 #  16. Pieces over 32 bytes remember is_valid_pair answers in a 256-slot direct-mapped table on
 #      the stack: cl100k 'a' * 300K 24.6M -> 14.9M Ir (-39%); b64 51.6M -> 52.8M (+2%),
 #      whitespace 122.1M -> 122.4M (+0.3%; with 64 slots +4.5%, too many conflicts). Kept.
+#  17. The same memo kept for a whole text (encode_text owns it, shared by its long pieces):
+#      cl100k adv_whitespace 122.39M -> 122.52M Ir, o200k adv_whitespace 103.4M -> 102.3M (-1%),
+#      b64 +1.3% both. Rejected: whitespace pieces rarely ask about the same pair twice.
 #   14-16 together vs e01e2c4's build (same vocab module): o200k count english 1.22x, code 1.20x,
 #   multilingual 1.15x, adv_base64 1.13x, adv_whitespace 1.00x; cl100k adv_repeat_a 1.27x,
 #   adv_whitespace 0.99x.
