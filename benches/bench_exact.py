@@ -108,6 +108,15 @@ def main() -> None:
     t_once = median_time(lambda: enc.count(text100k), repeat)
     assert append_all() == enc.count(text100k)
     rows.append(("append 100 KB, 1-char pushes", t_app, "one-shot count", t_once))
+    vocab = enc._vocab
+
+    def call_floor(text=text100k):
+        # the floor under any per-character API: one call of a trivial Cython method per char
+        reachable = vocab.is_reachable
+        for ch in text:
+            reachable(0)
+
+    rows.append(("floor: 100 KB, a no-op Cython call per char", median_time(call_floor, repeat), "one-shot count", t_once))
     if tik is not None:
         t_tik1 = median_time(lambda: len(tik.encode_ordinary(text100k)), repeat)
         rows.append(("append 100 KB, 1-char pushes", t_app, "tiktoken one-shot encode", t_tik1))
