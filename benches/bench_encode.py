@@ -1,6 +1,6 @@
 """encode_ordinary / count throughput: bpecore vs tiktoken and the other installed peers.
 
-    python benches/bench_encode.py [--size 1000000] [--reps 5] [--quick]
+    python benches/bench_encode.py [--size 1000000] [--reps 5] [--quick] [--clock cpu] [--corpora a,b]
 
 One process, contenders run interleaved (one run of each per round; the median of ``--reps``
 rounds is reported), single thread, on the first ``--size`` characters of every shared corpus
@@ -8,6 +8,8 @@ rounds is reported), single thread, on the first ``--size`` characters of every 
 count), bpe-openai (rust-gems' `bpe-openai` crate; its raw binding, which has a native count),
 riptoken. Then: small inputs (no piece cache), worst cases (time per byte across sizes), batch
 threads, and resident memory after loading both encodings (fresh subprocess each).
+``--clock cpu`` times the single-thread tables in thread CPU time instead of wall time: on a
+loaded machine a call's wall time mostly measures how often it was preempted.
 """
 
 from __future__ import annotations
@@ -86,8 +88,9 @@ def interleaved(funcs: dict[str, object], arg, reps: int, clock=time.perf_counte
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def main_table(size: int, reps: int, names: list[str]) -> None:
-    print(f"## Throughput, MB/s (UTF-8 bytes), first {size:,} chars of each corpus, median of {reps}")
+def main_table(size: int, reps: int, names: list[str], clock=time.perf_counter) -> None:
+    what = "thread CPU time" if clock is time.thread_time else "wall time"
+    print(f"## Throughput, MB/s (UTF-8 bytes, {what}), first {size:,} chars of each corpus, median of {reps}")
     print("| encoding | corpus | op | bpecore | tiktoken | bpe-openai | riptoken | x tiktoken | x best peer |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for name in ENCODINGS:
@@ -100,7 +103,7 @@ def main_table(size: int, reps: int, names: list[str]) -> None:
             mb = len(text.encode("utf-8")) / 1e6
             for op, ours in (("count", enc.count), ("encode", enc.encode_ordinary)):
                 funcs = {"bpecore": ours, **{p: fs[op] for p, fs in ps.items()}}
-                t = interleaved(funcs, text, reps)
+                t = interleaved(funcs, text, reps, clock)
                 rate = {k: mb / v for k, v in t.items()}
                 peer_rates = [rate[p] for p in ("tiktoken", "bpe-openai", "riptoken") if p in rate]
                 cells = [f"{rate[p]:.1f}" if p in rate else "-" for p in ("bpecore", "tiktoken", "bpe-openai", "riptoken")]
@@ -217,11 +220,15 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1_000_000, help="characters of each corpus")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="english, code, multilingual only; no extra sections")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="main table: wall or thread CPU time")
+    ap.add_argument("--corpora", help="comma-separated corpora for the main table (implies no extra sections)")
     args = ap.parse_args()
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     print(f"# bench_encode at {commit}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
-    main_table(args.size, args.reps, CORPORA[:3] if args.quick else CORPORA)
-    if args.quick:
+    names = args.corpora.split(",") if args.corpora else CORPORA[:3] if args.quick else CORPORA
+    main_table(args.size, args.reps, names, clock)
+    if args.quick or args.corpora:
         return
     small_inputs(args.reps)
     worst_cases(args.reps)
