@@ -12,7 +12,9 @@ Pieces that are themselves a token (90-96% of pieces in English and code) take o
 whole-piece table (VocabView.pieces, one cache line for tokens up to 8 bytes). In texts of 4 KB or
 more, other pieces are remembered in a per-call direct-mapped cache (at most 16384 slots, 384 KB),
 so a repeated word costs a memcmp and a copy; each call owns its cache, nothing is shared between
-threads. Memory per call: the output vector (4 bytes per token) plus that cache.
+threads. Memory per call: the output vector (4 bytes per token) plus that cache, and about 5 KB
+of stack per piece (longest matches of pieces up to 32 bytes, the pair memo of longer ones). The
+encoder asks the kernel to back the vocab's large tables by huge pages (no extra memory).
 """
 
 # Performance notes. Measured with a side-by-side script like `benches/bench_encode.py --size
