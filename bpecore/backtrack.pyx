@@ -116,13 +116,18 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #  17. The same memo kept for a whole text (encode_text owns it, shared by its long pieces):
 #      cl100k adv_whitespace 122.39M -> 122.52M Ir, o200k adv_whitespace 103.4M -> 102.3M (-1%),
 #      b64 +1.3% both. Rejected: whitespace pieces rarely ask about the same pair twice.
+#  18. Second prefetch stage in the look-ahead ring for pieces over 8 bytes (token_starts of the
+#      piece 4 ahead, its bytes in all_bytes 2 ahead, read from its already prefetched slot):
+#      Ir +8% (o200k english 300 KB 18.28M -> 19.76M: the two ring checks run for every piece);
+#      o200k english 0.96x, code 0.94x, multilingual 0.87x, cl100k english 0.92x. Rejected.
 #   14-16 together vs e01e2c4's build (same vocab module): o200k count english 1.22x, code 1.20x,
 #   multilingual 1.15x, adv_base64 1.13x, adv_whitespace 1.00x; cl100k adv_repeat_a 1.27x,
 #   adv_whitespace 0.99x.
 #   Left: whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
 #   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
 #   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
-#   8 bytes, which a second prefetch stage in the look-ahead ring could hide.
+#   8 bytes (18 did not hide them at a profit; keeping the bytes of 9-16 byte tokens in the
+#   whole-piece slot would, but that is a Vocab layout change).
 # Not done / rejected:
 #   - A byte-pair merge loop (tiktoken's algorithm) on token ids for short pieces: it needs the
 #     pair table to hold every adjacent pair whose bytes form a token, which our split-derived
