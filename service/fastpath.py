@@ -8,7 +8,7 @@ str of 1-200 characters or ``encodings`` a non-empty list of them, ``limit`` a n
 (not a bool, not "1", not 1.0), every encoding loaded and every server limit respected. For those
 inputs pydantic's result is the input itself (texts with lone surrogates cleaned the same way), so
 the answer is the route's, byte for byte: the same counts, the same JSON body, the same metrics and
-log fields. Everything else (a coercion pydantic would make, any error) returns None here and the
+log fields. Everything else (a value of the wrong type, any error) returns None here and the
 route answers, so every error status and body stays the documented one.
 ``tests/service/test_fastpath.py`` checks the two answers are equal over many inputs.
 

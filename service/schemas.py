@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from bpecore._text import clean
 
@@ -30,7 +30,14 @@ TokenId = Annotated[int, Field(ge=0, lt=2**32)]
 
 
 class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a JSON value of the wrong type is a 422 ("1" is not an integer, 0 is not a boolean),
+    # as the OpenAPI schema says; unknown fields are refused.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# FastAPI validates the parsed body (Python objects), where strict mode wants a tuple for a tuple:
+# a JSON pair arrives as a list, so the pair itself is lax and its two integers strict.
+Pair = Annotated[tuple[StrictInt, StrictInt], Field(strict=False)]
 
 
 class Response(BaseModel):
@@ -185,7 +192,7 @@ class SplitResponse(Response):
 
 class IntervalsRequest(Request):
     text: Text = Field(description="The text the ranges index into.")
-    ranges: list[tuple[int, int]] = Field(
+    ranges: list[Pair] = Field(
         description="[start, end] character offsets, 0 <= start <= end <= len(text); each counted as text[start:end]."
     )
     encoding: EncodingName | None = Field(default=None, description="Encoding name; default: the server's default.")
