@@ -11,9 +11,12 @@ may have looked to cut it). For a query [a, b):
 Average cost: O(log pieces) plus encoding about four pieces. Worst case (a slice inside one long
 piece, e.g. a run of one letter): re-encoding the slice, never more. Pattern-less encodings and
 custom patterns re-encode the slice.
-Memory: 4 bytes per text byte (piece index at each boundary), 24 bytes per piece, plus 4 bytes
-per character for non-ASCII text; 14 bytes per byte measured on the English corpus (unchanged
-by the steps below).
+Memory: 4 bytes per text byte (piece index at each boundary), 24 bytes per piece (one struct:
+running count, end, running horizon), plus 4 bytes per character for non-ASCII text; 14.0 bytes
+per byte measured on the English corpus (14.3 before the piece struct and its up-front reserve).
+Threads: single ``count()`` calls up to GIL_BYTES hold the GIL and share the counter's buffers
+and head cache (the GIL is their lock); longer slices and ``count_many`` release the GIL and use
+their own.
 
 Performance notes (10k queries on the 1 MB English corpus, slices up to 2,000 chars, cl100k;
 callgrind over c_count, as the shared 2-core machine was at load 9-10 while measuring):
@@ -32,6 +35,28 @@ callgrind over c_count, as the shared 2-core machine was at load 9-10 while meas
   of misses. Not tried: per-byte prefix/suffix count tables of each piece (prefix.last_token and
   first_token give them in one pass), which would make a tail that is a prefix of a whole-text
   piece an O(1) lookup, at +8 bytes per text byte and a slower build pass.
+
+Round 2 (from 20036e1; callgrind, instructions inside the Python entry point; "chunker" = the 30,001
+single count() calls that chunk(multilingual 1 MB, cl100k, 128) makes, replayed; "batch" = the
+count_many of bench_exact --quick on 1 MB English; "build" = IntervalCounter(multilingual 1 MB)):
+- before: chunker 91.2M (3,040 per query: backtrack_piece 45%, malloc/free of fresh scratch
+  vectors ~9%, GIL release/retake ~7%); batch 22.4M; build 145.4M (piece_horizon 14%, the
+  per-byte char_byte push_back loop ~17%, vector growth ~5%).
+- single count(): short slices keep the GIL and use the counter's buffers; a one-entry head cache
+  (``_Head``: the cut of text[a:] up to its first whole-text boundary, its count and horizon),
+  built when a start is asked twice in a row and used while b >= its horizon; count_many keeps
+  its own. chunker 38.8M (1,294 per query, -57%): the chunker asks ~11 ends per start, so 9 of
+  11 queries skip the head. What is left is the tail: 22,801 of the 30,001 ends fall inside a
+  whole-text piece (mostly long CJK runs) and backtrack_piece on that partial piece is 54%.
+  Not done: a prefix-count table of the last tail piece, as only 5,711 queries end in the same
+  piece as the query before (25% of tails spared, for a table costing 1-2 encodes per piece).
+- count_many: no list of int pairs, no Python-object comparisons (the pair list triggered a GC
+  pass per call): batch 13.3M (-41%).
+- build: ``_horizon`` answers word pieces (cl100k/r50k: a letter, or one prefix character then
+  a letter, starts the whole letter run) without piece_horizon's rescan (piece_horizon calls
+  172,679 -> 59,115); one vector of piece structs reserved from the text length (n/4) instead of
+  three growing vectors; char_byte filled branch-free into a resized vector; count_piece instead
+  of encode_piece: build 122.9M (-15%).
 """
 
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
@@ -41,8 +66,19 @@ from libcpp.vector cimport vector
 
 from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
 from bpecore.prefix cimport piece_horizon
-from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_end
+from bpecore.pretokenize cimport PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX, char_flags, next_piece_end
 from bpecore.vocab cimport VocabView
+
+
+cdef extern from "_unicode_tables.h":
+    const uint8_t BPE_UT_ASCII[]
+    enum:
+        BPE_UT_LU
+        BPE_UT_LL
+        BPE_UT_LT
+        BPE_UT_LM
+        BPE_UT_LO
+        BPE_UT_N
 
 
 cdef struct _Seen:
@@ -51,9 +87,27 @@ cdef struct _Seen:
     Py_ssize_t count      #: its token count
 
 
+cdef struct _Piece:
+    int64_t cum           #: tokens of the pieces up to and including this one
+    Py_ssize_t end        #: where this piece ends
+    Py_ssize_t reach      #: max horizon of the pieces up to and including this one
+
+
+cdef struct _Head:
+    # The cut of text[a:] from a slice start a up to the first boundary of the whole text. Any
+    # slice [a, b) with b >= horizon cuts the same head pieces (the scanner never read past b).
+    Py_ssize_t asked      #: start of the previous query (-1: none); an entry is built for a start asked twice in a row
+    Py_ssize_t start      #: slice start a of the entry (-1: no entry)
+    Py_ssize_t m          #: piece index at the boundary reached: piece_at[boundary]
+    Py_ssize_t count      #: tokens of the head pieces [a, boundary)
+    Py_ssize_t horizon    #: max piece_horizon of the head pieces
+
+
 cdef enum:
     SEEN_MIN = 4          #: shorter pieces are one table lookup anyway
     NEAR = 32             #: _last_stable: bytes scanned below b, then pieces stepped down
+    GIL_BYTES = 16384     #: count() releases the GIL only for slices longer than this
+    F_L = BPE_UT_LU | BPE_UT_LL | BPE_UT_LT | BPE_UT_LM | BPE_UT_LO    #: \p{L}
 
 
 cdef inline uint64_t _fnv(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -64,45 +118,88 @@ cdef inline uint64_t _fnv(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     return h ^ (h >> 29)
 
 
+cdef inline uint8_t _flags(const uint8_t* s, Py_ssize_t p, Py_ssize_t* w) noexcept nogil:
+    if s[p] < 0x80:
+        w[0] = 1
+        return BPE_UT_ASCII[s[p]]
+    return char_flags(s, p, w)
+
+
+cdef inline Py_ssize_t _horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t e) noexcept nogil:
+    """piece_horizon of the piece [pos, e) just cut from s[:n], without rescanning word pieces.
+
+    cl100k and r50k cut a piece that starts with a letter, or with one prefix character (cl100k:
+    not \\r, \\n, a letter, a digit or an apostrophe; r50k: a space) before a letter, as the whole
+    letter run: piece_horizon's letter run then ends at e and its whitespace run (if any) at the
+    prefix, so the horizon is max(e + 1, pos + 4). Every other piece (and o200k) asks piece_horizon.
+    """
+    cdef Py_ssize_t w, w2
+    cdef uint8_t f, c = s[pos]
+    cdef Py_ssize_t h = e + 1 if e + 1 > pos + 4 else pos + 4
+    if kind == PAT_O200K:
+        return piece_horizon(kind, s, n, pos, e)
+    f = _flags(s, pos, &w)
+    if f & F_L:
+        return h
+    if pos + w < e and (c == 0x20 if kind == PAT_R50K else
+                        not (f & BPE_UT_N) and c != 0x27 and c != 0x0A and c != 0x0D):
+        if _flags(s, pos + w, &w2) & F_L:
+            return h
+    return piece_horizon(kind, s, n, pos, e)
+
+
 cdef class IntervalCounter:
     """Counts of slices of one text.
 
     Fields: ``piece_at[x]`` = number of pieces ending at or before byte x when x is a piece
-    boundary of the whole text, else -1 (x in 0..n). ``cum[m]`` = tokens of the first m pieces,
-    ``ends[m]`` = end of piece m (1-based; ``ends[0]`` = 0), ``reach[m]`` = max horizon of pieces
-    1..m. ``char_byte[c]`` = byte offset of character c (empty for ASCII text). Keeps ``text``
-    alive: ``s`` points into its UTF-8 form.
+    boundary of the whole text, else -1 (x in 0..n). ``pieces[m]`` (m = 0..number of pieces) =
+    the running token count ``cum``, the ``end`` of piece m (1-based; ``pieces[0]`` is all zero)
+    and ``reach``, the max horizon of pieces 1..m. ``char_byte[c]`` = byte offset of character c
+    (empty for ASCII text). ``scratch``/``bits``/``head``: buffers and the slice-start cache of
+    single ``count()`` calls, used only while the GIL is held (the GIL is their lock);
+    ``count_many`` and long slices release the GIL and use their own. Keeps ``text`` alive: ``s``
+    points into its UTF-8 form.
     """
 
     cdef BacktrackEncoder encoder
     cdef readonly str text
     cdef const uint8_t* s
     cdef Py_ssize_t n
+    cdef Py_ssize_t nchars
+    cdef int kind
     cdef vector[int32_t] piece_at
-    cdef vector[int64_t] cum
-    cdef vector[Py_ssize_t] ends
-    cdef vector[Py_ssize_t] reach
+    cdef vector[_Piece] pieces
     cdef vector[uint32_t] char_byte
     cdef vector[uint32_t] scratch
     cdef vector[uint64_t] bits
+    cdef _Head head
 
     def __init__(self, BacktrackEncoder encoder, str text):
         self.encoder = encoder
         self.text = text
+        self.nchars = len(text)
+        self.kind = encoder.kind
+        self.head.asked = -1
+        self.head.start = -1
         self.s = <const uint8_t*>PyUnicode_AsUTF8AndSize(text, &self.n)
         cdef Py_ssize_t pos = 0, e, h, top = 0, c = 0, k
         cdef int kind = encoder.kind
         cdef const VocabView* v = &encoder.vocab.view
-        if not text.isascii():
-            self.char_byte.reserve(len(text) + 1)
-            for k in range(self.n):
-                if (self.s[k] & 0xC0) != 0x80:
-                    self.char_byte.push_back(k)
-            self.char_byte.push_back(self.n)
+        cdef uint32_t* cb
+        if self.nchars != self.n:
+            self.char_byte.resize(self.nchars + 1)
+            cb = self.char_byte.data()
+            with nogil:
+                # branch-free: every byte is written at the current character, which advances past lead bytes
+                for k in range(self.n):
+                    cb[c] = <uint32_t>k
+                    c += (self.s[k] & 0xC0) != 0x80
+                cb[self.nchars] = <uint32_t>self.n
         if kind == PAT_NONE or kind == PAT_REGEX:
             return
         cdef vector[_Seen] seen
         cdef _Seen* slot
+        cdef _Piece piece
         cdef uint64_t mask = 255, hashed
         cdef Py_ssize_t pcount
         while mask < 65535 and (<Py_ssize_t>mask << 6) < self.n:
@@ -111,9 +208,12 @@ cdef class IntervalCounter:
             seen.resize(mask + 1)
             self.piece_at.assign(self.n + 1, -1)
             self.piece_at[0] = 0
-            self.cum.push_back(0)
-            self.ends.push_back(0)
-            self.reach.push_back(0)
+            # about 4 bytes per piece in English, 3-6 in other scripts: grown at most once or twice
+            self.pieces.reserve(self.n // 4 + 16)
+            piece.cum = 0
+            piece.end = 0
+            piece.reach = 0
+            self.pieces.push_back(piece)
             while pos < self.n:
                 e = next_piece_end(kind, self.s, self.n, pos)
                 if e - pos >= SEEN_MIN:
@@ -123,30 +223,29 @@ cdef class IntervalCounter:
                     if slot.length == e - pos and memcmp(self.s + slot.start, self.s + pos, e - pos) == 0:
                         pcount = slot.count
                     else:
-                        self.scratch.clear()
-                        pcount = encode_piece(v, self.s + pos, e - pos, self.scratch, self.bits)
+                        pcount = count_piece(v, self.s + pos, e - pos, self.scratch, self.bits)
                         slot.start = pos
                         slot.length = e - pos
                         slot.count = pcount
                 else:
-                    self.scratch.clear()
-                    pcount = encode_piece(v, self.s + pos, e - pos, self.scratch, self.bits)
-                self.cum.push_back(self.cum.back() + pcount)
-                h = piece_horizon(kind, self.s, self.n, pos, e)
+                    pcount = count_piece(v, self.s + pos, e - pos, self.scratch, self.bits)
+                piece.cum += pcount
+                h = _horizon(kind, self.s, self.n, pos, e)
                 if h > top:
                     top = h
-                self.reach.push_back(top)
-                self.ends.push_back(e)
-                self.piece_at[e] = self.ends.size() - 1
+                piece.reach = top
+                piece.end = e
+                self.pieces.push_back(piece)
+                self.piece_at[e] = self.pieces.size() - 1
                 pos = e
 
     def __len__(self):
-        return len(self.text)
+        return self.nchars
 
     @property
     def total(self):
         """Tokens of the whole text."""
-        return self.count(0, len(self.text))
+        return self.count(0, self.nchars)
 
     cdef Py_ssize_t _byte(self, Py_ssize_t c) noexcept nogil:
         return c if self.char_byte.size() == 0 else self.char_byte[c]
@@ -160,61 +259,90 @@ cdef class IntervalCounter:
         long horizons (runs of one character class) fall back to binary search.
         """
         cdef Py_ssize_t x = b, lim = b - NEAR if b > NEAR else 0, m, lo, hi, mid, steps = 0
+        cdef const _Piece* p = self.pieces.data()
         while x > lim and self.piece_at[x] < 0:
             x -= 1
         m = self.piece_at[x]
         if m >= 0:
-            while m > 0 and self.reach[m] > b and steps < NEAR:
+            while m > 0 and p[m].reach > b and steps < NEAR:
                 m -= 1
                 steps += 1
-            if self.reach[m] <= b:
+            if p[m].reach <= b:
                 return m
             hi = m
         else:
-            hi = self.reach.size() - 1
+            hi = self.pieces.size() - 1
         lo = 0
         while lo < hi:
             mid = (lo + hi + 1) >> 1
-            if self.reach[mid] <= b:
+            if p[mid].reach <= b:
                 lo = mid
             else:
                 hi = mid - 1
         return lo
 
-    cdef Py_ssize_t c_count(self, Py_ssize_t a, Py_ssize_t b, vector[uint32_t]& scratch,
-                            vector[uint64_t]& bits) noexcept nogil:
-        """Tokens of the bytes [a, b) (both on character boundaries); scratch/bits are reused."""
+    cdef Py_ssize_t _from_boundary(self, Py_ssize_t m, Py_ssize_t j, Py_ssize_t b,
+                                   vector[uint32_t]& scratch, vector[uint64_t]& bits) noexcept nogil:
+        """Tokens of [ends[m], b) for a whole-text piece index m <= j = _last_stable(b)."""
         cdef const VocabView* v = &self.encoder.vocab.view
-        cdef int kind = self.encoder.kind
-        cdef Py_ssize_t total = 0, pos = a, e, j, m
+        cdef int kind = self.kind
+        cdef const _Piece* p = self.pieces.data()
+        cdef Py_ssize_t total = p[j].cum - p[m].cum, pos = p[j].end, e
+        m = j
+        while pos < b:
+            e = next_piece_end(kind, self.s, b, pos)
+            if e == p[m + 1].end:
+                # cut as in the whole text (b is a boundary): same bytes, same count
+                total += p[m + 1].cum - p[m].cum
+                m += 1
+                pos = e
+            else:
+                total += count_piece(v, self.s + pos, e - pos, scratch, bits)
+                pos = e
+                break
+        while pos < b:
+            e = next_piece_end(kind, self.s, b, pos)
+            total += count_piece(v, self.s + pos, e - pos, scratch, bits)
+            pos = e
+        return total
+
+    cdef Py_ssize_t c_count(self, Py_ssize_t a, Py_ssize_t b, vector[uint32_t]& scratch,
+                            vector[uint64_t]& bits, _Head* head) noexcept nogil:
+        """Tokens of the bytes [a, b) (both on character boundaries); scratch/bits are reused.
+
+        ``head`` (may be NULL) caches the head of the last start asked twice in a row: a hit skips
+        re-cutting and re-encoding the partial piece at a.
+        """
+        cdef const VocabView* v = &self.encoder.vocab.view
+        cdef int kind = self.kind
+        cdef Py_ssize_t total = 0, pos = a, e, j, m, hmax = 0, h
+        cdef bint build = False
         if a >= b:
             return 0
         j = self._last_stable(b)
+        if head != NULL:
+            if head.start == a and head.horizon <= b and head.m <= j:
+                return head.count + self._from_boundary(head.m, j, b, scratch, bits)
+            build = head.asked == a
+            head.asked = a
         while pos < b:
             m = self.piece_at[pos]
-            if m >= 0 and m <= j:
-                total += self.cum[j] - self.cum[m]
-                pos = self.ends[j]
-                m = j
-                while pos < b:
-                    e = next_piece_end(kind, self.s, b, pos)
-                    if e == self.ends[m + 1]:
-                        # cut as in the whole text (b is a boundary): same bytes, same count
-                        total += self.cum[m + 1] - self.cum[m]
-                        m += 1
-                    else:
-                        total += count_piece(v, self.s + pos, e - pos, scratch, bits)
-                        m = -1
-                    pos = e
-                    if m < 0:
-                        break
-                while pos < b:
-                    e = next_piece_end(kind, self.s, b, pos)
-                    total += count_piece(v, self.s + pos, e - pos, scratch, bits)
-                    pos = e
-                return total
+            if m >= 0:
+                if m <= j:
+                    if build and pos > a and hmax <= b:
+                        head.start = a
+                        head.m = m
+                        head.count = total
+                        head.horizon = hmax
+                    return total + self._from_boundary(m, j, b, scratch, bits)
+                build = False
             e = next_piece_end(kind, self.s, b, pos)
             total += count_piece(v, self.s + pos, e - pos, scratch, bits)
+            if build:
+                # horizon within s[:b]: a piece whose horizon is <= b is also cut so from s[:n]
+                h = _horizon(kind, self.s, b, pos, e)
+                if h > hmax:
+                    hmax = h
             pos = e
         return total
 
@@ -226,20 +354,24 @@ cdef class IntervalCounter:
         >>> ic.count(0, 11), ic.count(6, 18)
         (2, 3)
         """
-        cdef Py_ssize_t nchars = len(self.text)
-        if not (0 <= start <= end <= nchars):
-            raise IndexError(f"interval [{start}, {end}) is not within [0, {nchars}]")
-        cdef int kind = self.encoder.kind
+        if not (0 <= start <= end <= self.nchars):
+            raise IndexError(f"interval [{start}, {end}) is not within [0, {self.nchars}]")
+        cdef int kind = self.kind
         if kind == PAT_REGEX:
             return self.encoder.count(self.text[start:end])
         cdef Py_ssize_t a = self._byte(start), b = self._byte(end), total
         cdef vector[uint32_t] scratch
         cdef vector[uint64_t] bits
+        if b - a <= GIL_BYTES:
+            # short: the GIL stays held, so the shared buffers and head cache need no other lock
+            if kind == PAT_NONE:
+                return count_piece(&self.encoder.vocab.view, self.s + a, b - a, self.scratch, self.bits) if b > a else 0
+            return self.c_count(a, b, self.scratch, self.bits, &self.head)
         with nogil:
             if kind == PAT_NONE:
-                total = encode_piece(&self.encoder.vocab.view, self.s + a, b - a, scratch, bits)
+                total = count_piece(&self.encoder.vocab.view, self.s + a, b - a, scratch, bits)
             else:
-                total = self.c_count(a, b, scratch, bits)
+                total = self.c_count(a, b, scratch, bits, NULL)
         return total
 
     def count_many(self, ranges):
@@ -249,16 +381,19 @@ cdef class IntervalCounter:
         >>> bpecore.get_encoding("cl100k_base").interval_counter("hello world").count_many([(0, 5), (0, 11)])
         [1, 2]
         """
-        cdef Py_ssize_t nchars = len(self.text), k, m
+        cdef Py_ssize_t nchars = self.nchars, k, m, i, j
         cdef vector[Py_ssize_t] a, b
         cdef vector[Py_ssize_t] out
         cdef vector[uint32_t] scratch
         cdef vector[uint64_t] bits
-        cdef int kind = self.encoder.kind
-        pairs = [(int(i), int(j)) for i, j in ranges]
+        cdef _Head head
+        cdef int kind = self.kind
+        head.asked = -1
+        head.start = -1
         if kind == PAT_REGEX or kind == PAT_NONE:
-            return [self.count(i, j) for i, j in pairs]
-        for i, j in pairs:
+            return [self.count(i, j) for i, j in ranges]
+        for r in ranges:
+            i, j = r
             if not (0 <= i <= j <= nchars):
                 raise IndexError(f"interval [{i}, {j}) is not within [0, {nchars}]")
             a.push_back(self._byte(i))
@@ -267,10 +402,9 @@ cdef class IntervalCounter:
         out.resize(m)
         with nogil:
             for k in range(m):
-                out[k] = self.c_count(a[k], b[k], scratch, bits)
+                out[k] = self.c_count(a[k], b[k], scratch, bits, &head)
         return [out[k] for k in range(m)]
 
     def memory_bytes(self):
         """Bytes held by the tables (not counting the text itself)."""
-        return (4 * self.piece_at.capacity() + 8 * self.cum.capacity() + 8 * self.ends.capacity()
-                + 8 * self.reach.capacity() + 4 * self.char_byte.capacity())
+        return 4 * self.piece_at.capacity() + sizeof(_Piece) * self.pieces.capacity() + 4 * self.char_byte.capacity()
