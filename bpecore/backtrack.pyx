@@ -113,6 +113,10 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #  16. Pieces over 32 bytes remember is_valid_pair answers in a 256-slot direct-mapped table on
 #      the stack: cl100k 'a' * 300K 24.6M -> 14.9M Ir (-39%); b64 51.6M -> 52.8M (+2%),
 #      whitespace 122.1M -> 122.4M (+0.3%; with 64 slots +4.5%, too many conflicts). Kept.
+#      Amended: clearing the memo's 256 keys per piece cost o200k adv_unicode (many 33-100 byte
+#      pieces, no repeated pairs) +22% Ir over e01e2c4 (82.3M -> 100.7M, 200 KB; bench 1.34x ->
+#      1.06x bpe-openai); now only pieces over 256 bytes use it: 91.3M, 'a' * n unchanged
+#      (14.95M), o200k english 18.28M. An ASCII-only gate on 15 instead: 102.6M, no help.
 #  17. The same memo kept for a whole text (encode_text owns it, shared by its long pieces):
 #      cl100k adv_whitespace 122.39M -> 122.52M Ir, o200k adv_whitespace 103.4M -> 102.3M (-1%),
 #      b64 +1.3% both. Rejected: whitespace pieces rarely ask about the same pair twice.
@@ -305,8 +309,9 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
         longest_matches(v, p, n, best)
         token = best[0]
     else:
-        for mi in range(PAIR_MEMO):
-            memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
+        if n > PAIR_MEMO:   # clearing the memo costs PAIR_MEMO stores: only for longer pieces
+            for mi in range(PAIR_MEMO):
+                memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
         token = next_match(v, p, n)
     while True:
         last = out.back() if out.size() > start else NO_TOKEN
@@ -315,7 +320,7 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
             ok = False
         elif last == NO_TOKEN:
             ok = True
-        elif short:
+        elif n <= PAIR_MEMO:
             ok = is_valid_pair(v, last, token)
         else:
             # Long pieces (runs of one letter, base64 lines) ask about the same pairs again and
