@@ -127,7 +127,10 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #   14-16 together vs e01e2c4's build (same vocab module): o200k count english 1.22x, code 1.20x,
 #   multilingual 1.15x, adv_base64 1.13x, adv_whitespace 1.00x; cl100k adv_repeat_a 1.27x,
 #   adv_whitespace 0.99x.
-#   Left: whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
+#   Left: o200k adv_unicode (pieces mostly over 32 bytes) is still 91.3M Ir per 200 KB against
+#   82.3M at e01e2c4, all in backtrack_piece; callgrind shows next_match no longer inlined on the
+#   long-piece path (a call per token) since 15-16 grew the function: split the two paths.
+#   Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
 #   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
 #   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
 #   8 bytes (18 did not hide them at a profit; keeping the bytes of 9-16 byte tokens in the
