@@ -127,10 +127,12 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #   14-16 together vs e01e2c4's build (same vocab module): o200k count english 1.22x, code 1.20x,
 #   multilingual 1.15x, adv_base64 1.13x, adv_whitespace 1.00x; cl100k adv_repeat_a 1.27x,
 #   adv_whitespace 0.99x.
-#   Left: o200k adv_unicode (pieces mostly over 32 bytes) is still 91.3M Ir per 200 KB against
-#   82.3M at e01e2c4, all in backtrack_piece; callgrind shows next_match no longer inlined on the
-#   long-piece path (a call per token) since 15-16 grew the function: split the two paths.
-#   Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
+#  19. backtrack_piece split into backtrack_short (15) and backtrack_long (16), so next_match is
+#      inlined again on the long path: o200k adv_unicode 91.3M -> 89.8M Ir (200 KB), english
+#      18.28M -> 18.17M, cl100k 'a' * n 14.95M -> 14.87M. Kept.
+#   Left: o200k adv_unicode is still 89.8M Ir per 200 KB against 82.3M at e01e2c4, all in the
+#   backtracking (not traced further: likely 15's walks from the continuation bytes of short
+#   non-ASCII pieces). Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
 #   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
 #   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
 #   8 bytes (18 did not hide them at a profit; keeping the bytes of 9-16 byte tokens in the
@@ -295,27 +297,63 @@ cdef void longest_matches(const VocabView* v, const uint8_t* p, Py_ssize_t n,
 cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                 vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
     """encode_piece without the whole-piece lookup (n >= 1)."""
+    if 2 <= n <= SHORT_PIECE:
+        return backtrack_short(v, p, n, out, bits)
+    return backtrack_long(v, p, n, out, bits)
+
+
+cdef Py_ssize_t backtrack_short(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
+    """backtrack_piece for 2 <= n <= SHORT_PIECE: longest matches of all positions first."""
     cdef size_t start = out.size()
     cdef Py_ssize_t pos = 0
     cdef Py_ssize_t end
     cdef uint32_t last, shorter
     cdef uint32_t token
     cdef uint32_t best[SHORT_PIECE]
-    cdef bint short = 2 <= n <= SHORT_PIECE
+    bits.assign(1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
+    longest_matches(v, p, n, best)
+    token = best[0]
+    while True:
+        last = out.back() if out.size() > start else NO_TOKEN
+        end = pos + token_len(v, token)
+        if ((bits[0] >> end) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
+            out.push_back(token)
+            pos = end
+            if pos == n:
+                break
+            token = best[pos]
+        else:
+            shorter = v.next_prefix[token]
+            if shorter != NO_TOKEN:
+                token = shorter
+            else:
+                bits[0] &= ~(<uint64_t>1 << pos)
+                out.pop_back()
+                pos -= token_len(v, last)
+                token = last
+    return out.size() - start
+
+
+cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                               vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
+    """backtrack_piece for n == 1 or n > SHORT_PIECE (pair memo when n > PAIR_MEMO)."""
+    cdef size_t start = out.size()
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t end
+    cdef uint32_t last, shorter
+    cdef uint32_t token
     cdef uint64_t memo_key[PAIR_MEMO]
     cdef uint8_t memo_ok[PAIR_MEMO]
+    cdef bint use_memo = n > PAIR_MEMO
     cdef uint64_t pk
     cdef uint32_t mi
     cdef bint ok
     bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
-    if short:
-        longest_matches(v, p, n, best)
-        token = best[0]
-    else:
-        if n > PAIR_MEMO:   # clearing the memo costs PAIR_MEMO stores: only for longer pieces
-            for mi in range(PAIR_MEMO):
-                memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
-        token = next_match(v, p, n)
+    if use_memo:   # clearing the memo costs PAIR_MEMO stores: only for longer pieces
+        for mi in range(PAIR_MEMO):
+            memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
+    token = next_match(v, p, n)
     while True:
         last = out.back() if out.size() > start else NO_TOKEN
         end = pos + token_len(v, token)
@@ -323,11 +361,10 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
             ok = False
         elif last == NO_TOKEN:
             ok = True
-        elif n <= PAIR_MEMO:
+        elif not use_memo:
             ok = is_valid_pair(v, last, token)
         else:
-            # Long pieces (runs of one letter, base64 lines) ask about the same pairs again and
-            # again: remember the answers in a small direct-mapped table (Performance notes, 16).
+            # Long pieces (runs of one letter) ask about the same pairs again and again.
             pk = (<uint64_t>last << 32) | token
             mi = <uint32_t>(hash_u64(pk) >> 56)
             if memo_key[mi] == pk:
@@ -341,7 +378,7 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
             pos = end
             if pos == n:
                 break
-            token = best[pos] if short else next_match(v, p + pos, n - pos)
+            token = next_match(v, p + pos, n - pos)
         else:
             shorter = v.next_prefix[token]
             if shorter != NO_TOKEN:
