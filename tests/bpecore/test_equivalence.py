@@ -102,3 +102,29 @@ def _ranks(name: str) -> dict[bytes, int]:
     if name not in _RANKS:
         _RANKS[name] = shared_ranks(name)
     return _RANKS[name]
+
+
+# Long non-ASCII texts are turned into UTF-8 without the GIL (backtrack.text_utf8): one text per
+# PEP 393 storage width (Latin-1, UCS-2, UCS-4), every UTF-8 length, and a lone surrogate.
+LONG_TEXTS = {
+    "latin1": "caf\u00e9 na\u00efve \u00bfqu\u00e9? \u00a0\u00ff " * 5000,
+    "ucs2": "\u65e5\u672c\u8a9e \u0394\u03b5\u03bb\u03c4\u03b1 \u20ac5 \ud7ff\ue000 " * 5000,
+    "ucs4": "\U0001f600 \U0001d400x \u4e2d\u6587 \u00e9 a1 \U0010ffff" * 5000,
+}
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@pytest.mark.parametrize("kind", sorted(LONG_TEXTS))
+def test_long_non_ascii_texts_match_tiktoken(name, kind, tiktoken_encoding):
+    text = LONG_TEXTS[kind]
+    assert len(text) >= 65536 and not text.isascii()
+    expected = tiktoken_encoding(name).encode_ordinary(text)
+    enc = bpecore.get_encoding(name)
+    assert enc.encode_ordinary(text) == expected
+    assert list(enc.encode_to_buffer(text)) == expected
+    assert enc.count(text) == len(expected)
+    bad = text + "\ud800" + text[:100]  # tiktoken replaces a lone surrogate by U+FFFD
+    expected = tiktoken_encoding(name).encode_ordinary(bad)
+    assert enc.encode_ordinary(bad) == expected
+    assert list(enc.encode_to_buffer(bad)) == expected
+    assert enc.count(bad) == len(expected)
