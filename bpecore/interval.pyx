@@ -62,6 +62,8 @@ count_many of bench_exact --quick on 1 MB English; "build" = IntervalCounter(mul
 - single count() builds the head entry on the first query of a start, not the second (a head
   piece's horizon costs ~20 instructions with ``_horizon``): chunker 35.8M (1,194 per query, -61%
   in all); count_many keeps "asked twice" (batch 13.3M either way).
+- count_many reserves its bound vectors from the ranges' length hint: batch 12.6M (-44% in all);
+  single count() on the same 10k ranges (no repeated starts): 18.3M -> 12.9M (-29%).
 - rejected: an 8-bytes-at-a-time hash for the repeated-piece table instead of FNV: build 121.0M,
   as the direct-mapped table kept fewer pieces (count_piece 37.5M -> 46.0M).
 - what is left (for backtrack/pretokenize, not here): chunker: backtrack_piece on the partial
@@ -69,6 +71,7 @@ count_many of bench_exact --quick on 1 MB English; "build" = IntervalCounter(mul
   CPython's UTF-8 encoding of the text 10%, piece_horizon on non-word pieces 6%.
 """
 
+from cpython.object cimport PyObject_LengthHint
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
@@ -420,6 +423,10 @@ cdef class IntervalCounter:
         head.start = -1
         if kind == PAT_REGEX or kind == PAT_NONE:
             return [self.count(i, j) for i, j in ranges]
+        m = PyObject_LengthHint(ranges, 0)
+        if m > 0:
+            a.reserve(m)
+            b.reserve(m)
         for r in ranges:
             i, j = r
             if not (0 <= i <= j <= nchars):
