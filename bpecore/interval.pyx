@@ -66,6 +66,9 @@ count_many of bench_exact --quick on 1 MB English; "build" = IntervalCounter(mul
   single count() on the same 10k ranges (no repeated starts): 18.3M -> 12.9M (-29%).
 - rejected: an 8-bytes-at-a-time hash for the repeated-piece table instead of FNV: build 121.0M,
   as the direct-mapped table kept fewer pieces (count_piece 37.5M -> 46.0M).
+- A/B at the end (two trees at 20036e1 with identical other modules, old and new interval.pyx):
+  chunker 91.2M -> 35.9M (-61%), batch 22.5M -> 13.0M (-42%), single count() on the batch's
+  ranges 18.3M -> 12.9M (-29%; D1 misses 251k -> 232k), build 145.4M -> 117.9M (-19%).
 - what is left (for backtrack/pretokenize, not here): chunker: backtrack_piece on the partial
   tail piece 52%, next_piece_end 10%; build: backtrack_piece 26%, next_piece_end + run_any 19%,
   CPython's UTF-8 encoding of the text 10%, piece_horizon on non-word pieces 6%.
