@@ -102,3 +102,26 @@ def token_concatenation(tokens: list[bytes], max_size: int = 40) -> st.SearchStr
 
 
 ADVERSARIAL_CHARS = [" ", "a", "0", "\n", "\t", "'", "s", "A", "\u00a0", "\u3000", "é", "\u0301", "😀", "中", "/", "!", "\r"]
+
+
+_EXACT_ENCODINGS: dict[str, bpecore.Encoding] = {}
+
+
+def exact_encoding(name: str) -> bpecore.Encoding:
+    """The shipped encodings by name, plus vocabularies the exact-operation tests need: r50k's
+    pattern over cl100k ("r50k_pattern"), a pattern-less cl100k vocab ("cl100k_nopattern"), the toy
+    vocab ("toy") and a custom regex pattern ("cl100k_words"). Built once per session."""
+    if name not in _EXACT_ENCODINGS:
+        if name == "cl100k_nopattern":
+            _EXACT_ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), None, {})
+        elif name == "toy":
+            _EXACT_ENCODINGS[name] = bpecore.Encoding(name, toy_ranks(), None, {})
+        elif name == "r50k_pattern":
+            from bpecore.registry import R50K_PATTERN
+
+            _EXACT_ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), R50K_PATTERN, {})
+        elif name == "cl100k_words":
+            _EXACT_ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), r"\S+|\s+", {})
+        else:
+            _EXACT_ENCODINGS[name] = bpecore.get_encoding(name)
+    return _EXACT_ENCODINGS[name]

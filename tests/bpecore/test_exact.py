@@ -12,27 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpecore
-from tests.conftest import ADVERSARIAL_CHARS, CORPORA, shared_ranks, toy_ranks
+from tests.conftest import ADVERSARIAL_CHARS, CORPORA, exact_encoding
 
-_ENCODINGS: dict[str, bpecore.Encoding] = {}
-
-
-def encoding(name: str) -> bpecore.Encoding:
-    """Shipped encodings, a pattern-less cl100k vocab, the toy vocab and a custom-pattern one."""
-    if name not in _ENCODINGS:
-        if name == "cl100k_nopattern":
-            _ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), None, {})
-        elif name == "toy":
-            _ENCODINGS[name] = bpecore.Encoding(name, toy_ranks(), None, {})
-        elif name == "r50k_pattern":
-            from bpecore.registry import R50K_PATTERN
-
-            _ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), R50K_PATTERN, {})
-        elif name == "cl100k_words":
-            _ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), r"\S+|\s+", {})
-        else:
-            _ENCODINGS[name] = bpecore.get_encoding(name)
-    return _ENCODINGS[name]
+encoding = exact_encoding
 
 
 ALL = ["cl100k_base", "o200k_base", "r50k_pattern", "cl100k_nopattern", "toy"]

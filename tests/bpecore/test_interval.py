@@ -15,27 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import bpecore
-from tests.conftest import ADVERSARIAL_CHARS, shared_ranks, toy_ranks
+from tests.conftest import ADVERSARIAL_CHARS, exact_encoding
 
 GIL_BYTES = 16384  # interval.pyx: single count() calls hold the GIL up to this slice length
 
-_ENCODINGS: dict[str, bpecore.Encoding] = {}
-
-
-def encoding(name: str) -> bpecore.Encoding:
-    """Shipped encodings, r50k's pattern over cl100k, a pattern-less cl100k vocab and the toy vocab."""
-    if name not in _ENCODINGS:
-        if name == "cl100k_nopattern":
-            _ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), None, {})
-        elif name == "toy":
-            _ENCODINGS[name] = bpecore.Encoding(name, toy_ranks(), None, {})
-        elif name == "r50k_pattern":
-            from bpecore.registry import R50K_PATTERN
-
-            _ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), R50K_PATTERN, {})
-        else:
-            _ENCODINGS[name] = bpecore.get_encoding(name)
-    return _ENCODINGS[name]
+encoding = exact_encoding
 
 
 ALL = ["cl100k_base", "o200k_base", "r50k_pattern", "cl100k_nopattern", "toy"]
