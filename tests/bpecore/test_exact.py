@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import bpecore
 from tests.conftest import ADVERSARIAL_CHARS, CORPORA, exact_encoding
 
 encoding = exact_encoding

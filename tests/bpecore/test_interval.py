@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import bpecore
 from tests.conftest import ADVERSARIAL_CHARS, exact_encoding
 
 GIL_BYTES = 16384  # interval.pyx: single count() calls hold the GIL up to this slice length
