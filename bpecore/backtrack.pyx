@@ -237,6 +237,8 @@ cdef Py_ssize_t count_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
 cdef enum:
     SHORT_PIECE = 32    #: pieces up to this many bytes get all their longest matches at once
     PAIR_MEMO = 256     #: is_valid_pair answers remembered per longer piece (2**8 slots)
+    MEMO_SAMPLE = 64    #: leading bytes of a long piece looked at to decide on the memo
+    MEMO_DISTINCT = 8   #: the memo is used when they hold at most this many distinct bytes
 
 
 cdef void longest_matches(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -299,7 +301,23 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
     """encode_piece without the whole-piece lookup (n >= 1)."""
     if 2 <= n <= SHORT_PIECE:
         return backtrack_short(v, p, n, out, bits)
+    if n > PAIR_MEMO and few_distinct_bytes(p):
+        return backtrack_memo(v, p, n, out, bits)
     return backtrack_long(v, p, n, out, bits)
+
+
+cdef inline bint few_distinct_bytes(const uint8_t* p) noexcept nogil:
+    """Whether p[:MEMO_SAMPLE] holds at most MEMO_DISTINCT distinct bytes (runs of a letter or
+    of whitespace ask about the same pairs again and again; CJK or base64 text does not)."""
+    cdef uint64_t seen[4]
+    cdef Py_ssize_t i
+    cdef uint32_t distinct = 0
+    seen[0] = seen[1] = seen[2] = seen[3] = 0
+    for i in range(MEMO_SAMPLE):
+        if not (seen[p[i] >> 6] >> (p[i] & 63)) & 1:
+            seen[p[i] >> 6] |= <uint64_t>1 << (p[i] & 63)
+            distinct += 1
+    return distinct <= MEMO_DISTINCT
 
 
 cdef Py_ssize_t backtrack_short(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -337,7 +355,40 @@ cdef Py_ssize_t backtrack_short(const VocabView* v, const uint8_t* p, Py_ssize_t
 
 cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
-    """backtrack_piece for n == 1 or n > SHORT_PIECE (pair memo when n > PAIR_MEMO)."""
+    """backtrack_piece for n == 1 or n > SHORT_PIECE, without the pair memo."""
+    cdef size_t start = out.size()
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t end
+    cdef uint32_t last, shorter
+    cdef uint32_t token
+    bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
+    token = next_match(v, p, n)
+    while True:
+        last = out.back() if out.size() > start else NO_TOKEN
+        end = pos + token_len(v, token)
+        if ((bits[end >> 6] >> (end & 63)) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
+            out.push_back(token)
+            pos = end
+            if pos == n:
+                break
+            token = next_match(v, p + pos, n - pos)
+        else:
+            shorter = v.next_prefix[token]
+            if shorter != NO_TOKEN:
+                token = shorter
+            else:
+                bits[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
+                out.pop_back()
+                pos -= token_len(v, last)
+                token = last
+    return out.size() - start
+
+
+cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                               vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
+    """backtrack_long with is_valid_pair answers remembered (repetitive pieces over PAIR_MEMO
+    bytes, which ask about the same pairs again and again). A copy of backtrack_long's loop, not
+    a flag in it: the flag cost pieces without the memo 4-5% Ir (Performance notes, step 20)."""
     cdef size_t start = out.size()
     cdef Py_ssize_t pos = 0
     cdef Py_ssize_t end
@@ -345,14 +396,12 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
     cdef uint32_t token
     cdef uint64_t memo_key[PAIR_MEMO]
     cdef uint8_t memo_ok[PAIR_MEMO]
-    cdef bint use_memo = n > PAIR_MEMO
     cdef uint64_t pk
     cdef uint32_t mi
     cdef bint ok
     bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
-    if use_memo:   # clearing the memo costs PAIR_MEMO stores: only for longer pieces
-        for mi in range(PAIR_MEMO):
-            memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
+    for mi in range(PAIR_MEMO):
+        memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
     token = next_match(v, p, n)
     while True:
         last = out.back() if out.size() > start else NO_TOKEN
@@ -361,10 +410,7 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
             ok = False
         elif last == NO_TOKEN:
             ok = True
-        elif not use_memo:
-            ok = is_valid_pair(v, last, token)
         else:
-            # Long pieces (runs of one letter) ask about the same pairs again and again.
             pk = (<uint64_t>last << 32) | token
             mi = <uint32_t>(hash_u64(pk) >> 56)
             if memo_key[mi] == pk:
@@ -507,10 +553,12 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                 continue
         if count_only:
             out.clear()
-            ntok = backtrack_piece(v, p, length, out, bits)
-            total += ntok
+        if length <= SHORT_PIECE:   # not via backtrack_piece: gcc then inlines both loops there
+            ntok = backtrack_short(v, p, length, out, bits)
         else:
             ntok = backtrack_piece(v, p, length, out, bits)
+        if count_only:
+            total += ntok
         if use_cache:
             slot.hash = h
             slot.start = <uint32_t>pos
