@@ -130,9 +130,25 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #  19. backtrack_piece split into backtrack_short (15) and backtrack_long (16), so next_match is
 #      inlined again on the long path: o200k adv_unicode 91.3M -> 89.8M Ir (200 KB), english
 #      18.28M -> 18.17M, cl100k 'a' * n 14.95M -> 14.87M. Kept.
-#   Left: o200k adv_unicode is still 89.8M Ir per 200 KB against 82.3M at e01e2c4, all in the
-#   backtracking (not traced further: likely 15's walks from the continuation bytes of short
-#   non-ASCII pieces). Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
+#  20. Where o200k adv_unicode's Ir went (callgrind, count of 200 KB, encode_text inclusive):
+#      77% in backtrack_long, 2.1M in the short path, so not 15's walks (short pieces hold 25K of
+#      its 711 KB). The memo itself, on its 650 pieces over 256 bytes of CJK (no pair asked twice):
+#      without any memo 83.6M (vs 89.8M), but 'a' * n 7.86M -> 14.1M, whitespace 68.6M -> 70.0M.
+#      Tried: (a) the memo dropped after 64 misses with fewer hits: 87.9M, whitespace 71.0M (the
+#      flag in the loop costs the loop ~5%); (b) one loop as an inline function with a constant
+#      use_memo, called by two wrappers: gcc did not inline it, 87.4M; (c) two copies of the loop,
+#      backtrack_long without the memo and backtrack_memo for pieces over 256 bytes with at most 8
+#      distinct bytes in their first 64 (runs of a letter or of whitespace): 83.0M, but gcc then
+#      inlined both into backtrack_piece and left backtrack_short out of line (b64 +1.8%); with
+#      the memo check inside backtrack_long instead: everything inlined, 86.1M; (d) = (c) with
+#      encode_text calling backtrack_short itself for pieces <= 32 bytes. Kept (d). Ir before ->
+#      after, 200 KB, o200k / cl100k: adv_unicode 89.82M -> 83.04M / 90.28M -> 83.18M;
+#      adv_whitespace 68.64M -> 68.42M / 84.04M -> 83.72M; adv_repeat_a 7.86M -> 7.81M /
+#      8.61M -> 8.56M; adv_base64 37.89M -> 38.13M / 33.07M -> 33.31M (+0.6%, its long pieces lose
+#      the memo); english 12.31M -> 12.35M / 11.40M -> 11.44M; code 11.91M -> 11.94M /
+#      10.75M -> 10.78M; multilingual 22.86M -> 23.06M / 23.03M -> 23.22M (+0.8%: backtrack_short
+#      out of line costs 0.19M more than inlined in backtrack_piece).
+#   Left: o200k adv_unicode 83.0M Ir per 200 KB against 82.3M at e01e2c4. Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
 #   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
 #   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
 #   8 bytes (18 did not hide them at a profit; keeping the bytes of 9-16 byte tokens in the
