@@ -130,9 +130,25 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #  19. backtrack_piece split into backtrack_short (15) and backtrack_long (16), so next_match is
 #      inlined again on the long path: o200k adv_unicode 91.3M -> 89.8M Ir (200 KB), english
 #      18.28M -> 18.17M, cl100k 'a' * n 14.95M -> 14.87M. Kept.
-#   Left: o200k adv_unicode is still 89.8M Ir per 200 KB against 82.3M at e01e2c4, all in the
-#   backtracking (not traced further: likely 15's walks from the continuation bytes of short
-#   non-ASCII pieces). Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
+#  20. Where o200k adv_unicode's Ir went (callgrind, count of 200 KB, encode_text inclusive):
+#      77% in backtrack_long, 2.1M in the short path, so not 15's walks (short pieces hold 25K of
+#      its 711 KB). The memo itself, on its 650 pieces over 256 bytes of CJK (no pair asked twice):
+#      without any memo 83.6M (vs 89.8M), but 'a' * n 7.86M -> 14.1M, whitespace 68.6M -> 70.0M.
+#      Tried: (a) the memo dropped after 64 misses with fewer hits: 87.9M, whitespace 71.0M (the
+#      flag in the loop costs the loop ~5%); (b) one loop as an inline function with a constant
+#      use_memo, called by two wrappers: gcc did not inline it, 87.4M; (c) two copies of the loop,
+#      backtrack_long without the memo and backtrack_memo for pieces over 256 bytes with at most 8
+#      distinct bytes in their first 64 (runs of a letter or of whitespace): 83.0M, but gcc then
+#      inlined both into backtrack_piece and left backtrack_short out of line (b64 +1.8%); with
+#      the memo check inside backtrack_long instead: everything inlined, 86.1M; (d) = (c) with
+#      encode_text calling backtrack_short itself for pieces <= 32 bytes. Kept (d). Ir before ->
+#      after, 200 KB, o200k / cl100k: adv_unicode 89.82M -> 83.04M / 90.28M -> 83.18M;
+#      adv_whitespace 68.64M -> 68.42M / 84.04M -> 83.72M; adv_repeat_a 7.86M -> 7.81M /
+#      8.61M -> 8.56M; adv_base64 37.89M -> 38.13M / 33.07M -> 33.31M (+0.6%, its long pieces lose
+#      the memo); english 12.31M -> 12.35M / 11.40M -> 11.44M; code 11.91M -> 11.94M /
+#      10.75M -> 10.78M; multilingual 22.86M -> 23.06M / 23.03M -> 23.22M (+0.8%: backtrack_short
+#      out of line costs 0.19M more than inlined in backtrack_piece).
+#   Left: o200k adv_unicode 83.0M Ir per 200 KB against 82.3M at e01e2c4. Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
 #   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
 #   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
 #   8 bytes (18 did not hide them at a profit; keeping the bytes of 9-16 byte tokens in the
@@ -237,6 +253,8 @@ cdef Py_ssize_t count_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
 cdef enum:
     SHORT_PIECE = 32    #: pieces up to this many bytes get all their longest matches at once
     PAIR_MEMO = 256     #: is_valid_pair answers remembered per longer piece (2**8 slots)
+    MEMO_SAMPLE = 64    #: leading bytes of a long piece looked at to decide on the memo
+    MEMO_DISTINCT = 8   #: the memo is used when they hold at most this many distinct bytes
 
 
 cdef void longest_matches(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -299,7 +317,23 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
     """encode_piece without the whole-piece lookup (n >= 1)."""
     if 2 <= n <= SHORT_PIECE:
         return backtrack_short(v, p, n, out, bits)
+    if n > PAIR_MEMO and few_distinct_bytes(p):
+        return backtrack_memo(v, p, n, out, bits)
     return backtrack_long(v, p, n, out, bits)
+
+
+cdef inline bint few_distinct_bytes(const uint8_t* p) noexcept nogil:
+    """Whether p[:MEMO_SAMPLE] holds at most MEMO_DISTINCT distinct bytes (runs of a letter or
+    of whitespace ask about the same pairs again and again; CJK or base64 text does not)."""
+    cdef uint64_t seen[4]
+    cdef Py_ssize_t i
+    cdef uint32_t distinct = 0
+    seen[0] = seen[1] = seen[2] = seen[3] = 0
+    for i in range(MEMO_SAMPLE):
+        if not (seen[p[i] >> 6] >> (p[i] & 63)) & 1:
+            seen[p[i] >> 6] |= <uint64_t>1 << (p[i] & 63)
+            distinct += 1
+    return distinct <= MEMO_DISTINCT
 
 
 cdef Py_ssize_t backtrack_short(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -337,7 +371,40 @@ cdef Py_ssize_t backtrack_short(const VocabView* v, const uint8_t* p, Py_ssize_t
 
 cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
-    """backtrack_piece for n == 1 or n > SHORT_PIECE (pair memo when n > PAIR_MEMO)."""
+    """backtrack_piece for n == 1 or n > SHORT_PIECE, without the pair memo."""
+    cdef size_t start = out.size()
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t end
+    cdef uint32_t last, shorter
+    cdef uint32_t token
+    bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
+    token = next_match(v, p, n)
+    while True:
+        last = out.back() if out.size() > start else NO_TOKEN
+        end = pos + token_len(v, token)
+        if ((bits[end >> 6] >> (end & 63)) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
+            out.push_back(token)
+            pos = end
+            if pos == n:
+                break
+            token = next_match(v, p + pos, n - pos)
+        else:
+            shorter = v.next_prefix[token]
+            if shorter != NO_TOKEN:
+                token = shorter
+            else:
+                bits[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
+                out.pop_back()
+                pos -= token_len(v, last)
+                token = last
+    return out.size() - start
+
+
+cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                               vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
+    """backtrack_long with is_valid_pair answers remembered (repetitive pieces over PAIR_MEMO
+    bytes, which ask about the same pairs again and again). A copy of backtrack_long's loop, not
+    a flag in it: the flag cost pieces without the memo 4-5% Ir (Performance notes, step 20)."""
     cdef size_t start = out.size()
     cdef Py_ssize_t pos = 0
     cdef Py_ssize_t end
@@ -345,14 +412,12 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
     cdef uint32_t token
     cdef uint64_t memo_key[PAIR_MEMO]
     cdef uint8_t memo_ok[PAIR_MEMO]
-    cdef bint use_memo = n > PAIR_MEMO
     cdef uint64_t pk
     cdef uint32_t mi
     cdef bint ok
     bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
-    if use_memo:   # clearing the memo costs PAIR_MEMO stores: only for longer pieces
-        for mi in range(PAIR_MEMO):
-            memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
+    for mi in range(PAIR_MEMO):
+        memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
     token = next_match(v, p, n)
     while True:
         last = out.back() if out.size() > start else NO_TOKEN
@@ -361,10 +426,7 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
             ok = False
         elif last == NO_TOKEN:
             ok = True
-        elif not use_memo:
-            ok = is_valid_pair(v, last, token)
         else:
-            # Long pieces (runs of one letter) ask about the same pairs again and again.
             pk = (<uint64_t>last << 32) | token
             mi = <uint32_t>(hash_u64(pk) >> 56)
             if memo_key[mi] == pk:
@@ -507,10 +569,12 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                 continue
         if count_only:
             out.clear()
-            ntok = backtrack_piece(v, p, length, out, bits)
-            total += ntok
+        if length <= SHORT_PIECE:   # not via backtrack_piece: gcc then inlines both loops there
+            ntok = backtrack_short(v, p, length, out, bits)
         else:
             ntok = backtrack_piece(v, p, length, out, bits)
+        if count_only:
+            total += ntok
         if use_cache:
             slot.hash = h
             slot.start = <uint32_t>pos
