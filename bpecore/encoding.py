@@ -340,22 +340,28 @@ class Encoding:
         return self._run_chunks(list(texts), num_threads, True)
 
     def _run_chunks(self, texts: list[str], num_threads: int, count_only: bool) -> list:
-        """``core.encode_many`` over ``num_threads`` contiguous chunks of about equal length."""
+        """``core.encode_many`` over ``num_threads`` interleaved shares of the texts.
+
+        Share k holds texts k, k + m, k + 2m...: a batch is often sorted or grouped (English, then
+        code, then CJK, which costs twice as much per character), and contiguous chunks of equal
+        length then leave one thread with most of the work. Measured (2 threads vs 1, 720 texts
+        of 2.5 KB, English + code + multilingual in order, medians of 7): contiguous chunks count
+        1.4x, encode 1.1-1.3x; one interleaved share per thread count 1.7-1.8x, encode 1.3-1.55x
+        (building the result lists holds the GIL); four shares per thread, so that one thread
+        builds lists while another encodes, no better (count 1.6-1.7x, encode 1.3x).
+        """
         core = self._core
         total = sum(map(len, texts))
         num_threads = min(num_threads, len(texts), max(1, total >> 14))  # >= 16K chars per thread
         if num_threads <= 1:
             return core.encode_many(texts, count_only)
-        bounds, acc, goal = [0], 0, total / num_threads
-        for i, text in enumerate(texts):
-            acc += len(text)
-            if acc >= goal * len(bounds) and len(bounds) < num_threads:
-                bounds.append(i + 1)
-        bounds.append(len(texts))
-        chunks = [texts[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
-        with ThreadPoolExecutor(len(chunks)) as pool:
-            parts = list(pool.map(lambda chunk: core.encode_many(chunk, count_only), chunks))
-        return [x for part in parts for x in part]
+        m = num_threads
+        out: list = [None] * len(texts)
+        with ThreadPoolExecutor(num_threads) as pool:
+            parts = pool.map(lambda k: core.encode_many(texts[k::m], count_only), range(m))
+            for k, part in enumerate(parts):
+                out[k::m] = part
+        return out
 
     @staticmethod
     def _map(fn, items: Sequence, num_threads: int) -> list:

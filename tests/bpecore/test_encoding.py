@@ -94,6 +94,10 @@ def test_batches(cl100k, corpus):
     assert cl100k.encode_batch(texts, num_threads=2) == [cl100k.encode(t) for t in texts]
     assert cl100k.count_batch(texts, num_threads=2) == [cl100k.count(t) for t in texts]
     assert cl100k.encode_ordinary_batch(texts) == [cl100k.encode_ordinary(t) for t in texts]
+    # shares of unequal size (texts k, k + 3, k + 6... per thread) come back in input order
+    texts = [corpus("multilingual")[i : i + 17_000 + i // 50] for i in range(0, 7 * 17_000, 17_000)]
+    assert cl100k.count_batch(texts, num_threads=3) == [cl100k.count(t) for t in texts]
+    assert cl100k.encode_batch(texts, num_threads=3) == [cl100k.encode(t) for t in texts]
 
 
 def test_patternless_encoding(toy_encoding):
