@@ -237,6 +237,17 @@ def main() -> None:
         path.write_text(json.dumps({"text": text}))
         bodies[label] = path
         expected[label] = enc.count(text)
+    # the in-process library on the same texts (one thread, median of 51 calls): the ceiling the
+    # service's MB/s is compared with
+    inproc = {}
+    for label, text in texts().items():
+        if label in args.sizes:
+            times = []
+            for _ in range(51):
+                t0 = time.perf_counter()
+                enc.count(text)
+                times.append(time.perf_counter() - t0)
+            inproc[label] = len(text.encode()) / statistics.median(times) / 1e6
 
     # the image runs pip-installed modules, compiled to bytecode at install; do the same here, or
     # every start-up would also compile the sources (PYTHONDONTWRITEBYTECODE keeps them uncached)
@@ -318,6 +329,13 @@ def main() -> None:
             b = next(r for r in results if r["server"] == "tiktoken" and r["size"] == label and r["concurrency"] == c)
             print(f"| {label} | {c} | {a['rps']:.0f} | {a['p50_ms']:.2f} | {a['p99_ms']:.2f} | {b['rps']:.0f} | "
                   f"{b['p50_ms']:.2f} | {b['p99_ms']:.2f} | {a['rps'] / b['rps']:.2f}x |")
+    print("\n| size | bpecore best MB/s over HTTP (concurrency) | in-process `count`, one thread, MB/s | HTTP / in-process |")
+    print("|---|---:|---:|---:|")
+    for label in bodies:
+        size_mb = bodies[label].stat().st_size / 1e6
+        best = max((r for r in results if r["server"] == "bpecore" and r["size"] == label), key=lambda r: r["rps"])
+        http_mbs = best["rps"] * size_mb
+        print(f"| {label} | {http_mbs:.1f} ({best['concurrency']}) | {inproc[label]:.1f} | {http_mbs / inproc[label]:.0%} |")
     print("\n| server | RSS after load | RSS after the load test |")
     print("|---|---:|---:|")
     for m in meta:
