@@ -17,9 +17,14 @@ Memory: the text plus 8 bytes per byte (suffix count at each boundary).
 
 import codecs
 
+cimport cython
+
 from bpecore._text import utf8
 
-from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_COMPACT_ASCII(object o)
 
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
@@ -75,11 +80,17 @@ cdef class AppendableCounter:
     cdef Appender app
     cdef _Utf8Input input
     cdef bint held      #: bytes of an unfinished character are waiting
+    cdef list ints                #: recently returned ints, by count % INT_RING
+    cdef Py_ssize_t int_vals[16]  #: their values (-1: empty)
 
     def __init__(self, BacktrackEncoder encoder, SuffixTrie trie):
         self.app = Appender(encoder, trie)
         self.input = _Utf8Input()
+        self.ints = [None] * 16
+        for i in range(16):
+            self.int_vals[i] = -1
 
+    @cython.always_allow_keywords(False)
     def push(self, data):
         """Append ``data`` (str, or bytes that may end inside a character); return the new count.
 
@@ -88,19 +99,33 @@ cdef class AppendableCounter:
         cdef const char* p
         cdef Py_ssize_t n
         if type(data) is str and not self.held:
-            try:
-                p = PyUnicode_AsUTF8AndSize(data, &n)
-            except UnicodeEncodeError:
-                return self.app.push_utf8(self.input.complete(data))
+            if PyUnicode_IS_COMPACT_ASCII(data):
+                # ASCII text is its own UTF-8: no conversion, no error to catch
+                p = <const char*>PyUnicode_DATA(data)
+                n = PyUnicode_GET_LENGTH(data)
+            else:
+                try:
+                    p = PyUnicode_AsUTF8AndSize(data, &n)
+                except UnicodeEncodeError:
+                    return self.app.push_utf8(self.input.complete(data))
             if n > 4096:
                 with nogil:
                     self.app.c_push(<const uint8_t*>p, n)
             elif n:
                 self.app.c_push(<const uint8_t*>p, n)
-            return self.app.c_count()
+            return self._result(self.app.c_count())
         count = self.app.push_utf8(self.input.complete(data))
         self.held = bool(self.input.pending)
         return count
+
+    cdef inline object _result(self, Py_ssize_t count):
+        # The count moves by a token or two per push, back and forth while a word is typed: a
+        # ring of the ints returned last spares most pushes an int allocation.
+        cdef Py_ssize_t i = count & 15
+        if self.int_vals[i] != count:
+            self.int_vals[i] = count
+            self.ints[i] = count
+        return self.ints[i]
 
     def extend(self, pieces):
         """Push each of ``pieces``; return the final count."""

@@ -1,3 +1,4 @@
+cimport cython
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
 
@@ -36,6 +37,14 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
 cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil
 
 
+cdef struct MemoEntry:
+    uint64_t w0                       #: the piece's first 8 bytes, zero-padded
+    uint64_t w1                       #: bytes 8-15, zero-padded
+    uint32_t length                   #: 0: empty slot
+    uint32_t count
+
+
+@cython.final
 cdef class Appender:
     cdef Vocab vocab
     cdef const VocabView* v
@@ -49,7 +58,7 @@ cdef class Appender:
     cdef Py_ssize_t last_start        #: start of the last (unstable) piece
     cdef vector[uint32_t] last        #: last[x]: last token of BPE(buf[last_start:last_start+x])
     cdef vector[uint32_t] cnt         #: cnt[x]: token count of the same prefix
-    cdef Py_ssize_t last_count        #: tokens of the last piece (table kept only past SHORT_PIECE bytes)
+    cdef Py_ssize_t last_count        #: tokens of the last piece
     cdef int shape                    #: what appending one more character can do (SHAPE_*)
     cdef bint shape_flag              #: o200k word: has a lower-class char; space: has \r or \n
     cdef bint ws_mode                 #: o200k: the tail is one whitespace run with a newline
@@ -58,12 +67,21 @@ cdef class Appender:
     cdef vector[uint32_t] scratch
     cdef vector[uint64_t] bits
     cdef vector[uint32_t] out
+    cdef vector[MemoEntry] memo       #: counts of short pieces seen before (direct-mapped)
+    cdef int memo_shift               #: 64 - log2(memo slots)
+    cdef size_t memo_misses           #: misses since the memo last grew
+    cdef uint64_t key0, key1          #: the key _memo_slot last computed
 
-    cdef Py_ssize_t c_count(self) noexcept nogil
+    cdef inline Py_ssize_t c_count(self) noexcept nogil
     cdef void c_push(self, const uint8_t* data, Py_ssize_t n) noexcept nogil
+    cdef inline MemoEntry* _memo_slot(self, const uint8_t* p, Py_ssize_t n) noexcept nogil
+    cdef void _memo_store(self, MemoEntry* e, Py_ssize_t n, Py_ssize_t count) noexcept nogil
+    cdef Py_ssize_t _count(self, const uint8_t* p, Py_ssize_t n) noexcept nogil
+    cdef inline void _append(self, const uint8_t* data, Py_ssize_t n) noexcept nogil
     cdef void _extend_last(self) noexcept nogil
     cdef void _extend_run(self) noexcept nogil
     cdef void _enter_ws_mode(self) noexcept nogil
     cdef void _rescan(self) noexcept nogil
     cdef void _set_shape(self) noexcept nogil
-    cdef bint _extends(self, const uint8_t* c, uint8_t flags) noexcept nogil
+    cdef bint _shortcut(self, uint8_t c, uint8_t fl) noexcept nogil
+    cdef inline bint _extends(self, const uint8_t* c, uint8_t flags) noexcept nogil

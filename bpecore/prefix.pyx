@@ -24,10 +24,11 @@ Memory: the text plus 8 bytes per byte of the last piece.
 
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
-from bpecore.backtrack cimport BacktrackEncoder, encode_piece
+from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
 from bpecore.pretokenize cimport PAT_CL100K, PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX, char_flags, next_piece_end
 from bpecore.vocab cimport Vocab, VocabView, is_valid_pair, token_len, trie_child
 
@@ -46,7 +47,10 @@ cdef enum:
     FL_UPPER = FL_LU | FL_LT | FL_LM | FL_LO | FL_M    #: o200k [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
 
 cdef enum:
-    SHORT_PIECE = 48  #: last pieces up to this many bytes are re-encoded whole instead of tabled
+    MEMO_LEN = 16     #: pieces up to this many bytes have their counts remembered
+    MEMO_MIN_BITS = 10    #: the memo starts with 2**10 slots (24 KB) on the first short piece
+    MEMO_MAX_BITS = 14    #: and doubles (up to 384 KB) each time it misses 1/4 of its slots
+    SLACK = 16        #: buf keeps this many bytes of capacity past its end (8-byte loads)
 
 cdef enum:
     SHAPE_NONE = 0    #: no rule: the next push re-cuts the tail
@@ -252,23 +256,102 @@ cdef class Appender:
         self.last.push_back(NO_TOKEN)
         self.cnt.push_back(0)
 
-    cdef Py_ssize_t c_count(self) noexcept nogil:
+    cdef inline Py_ssize_t c_count(self) noexcept nogil:
         return self.committed + self.mid_count + self.last_count
 
+    cdef inline MemoEntry* _memo_slot(self, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+        """The memo slot of the piece p[:n] (1 <= n <= MEMO_LEN, p inside ``buf``): a hit when its
+        ``length``/``w0``/``w1`` match, else the slot to fill (``_memo_store``).
+
+        Two 8-byte loads and a multiply: ``buf`` keeps SLACK bytes of capacity past its end, so
+        the loads stay inside its block; bytes past the piece are masked off."""
+        cdef uint64_t w0, w1, h
+        memcpy(&w0, p, 8)
+        memcpy(&w1, p + 8, 8)
+        if n < 8:
+            w0 &= (<uint64_t>1 << (8 * n)) - 1
+            w1 = 0
+        elif n < 16:
+            w1 &= (<uint64_t>1 << (8 * (n - 8))) - 1
+        self.key0 = w0
+        self.key1 = w1
+        if self.memo.size() == 0:
+            self.memo.resize(<size_t>1 << MEMO_MIN_BITS)
+            self.memo_shift = 64 - MEMO_MIN_BITS
+        h = ((w0 ^ (w1 * 0xC2B2AE3D27D4EB4FULL) ^ <uint64_t>n) * 0x9E3779B97F4A7C15ULL) >> self.memo_shift
+        return &self.memo[h]
+
+    cdef void _memo_store(self, MemoEntry* e, Py_ssize_t n, Py_ssize_t count) noexcept nogil:
+        """Fill the slot ``_memo_slot`` returned (its key is in key0/key1); grow the memo when
+        misses since it last grew pass a quarter of its slots (entries are kept)."""
+        cdef vector[MemoEntry] old
+        cdef uint64_t h
+        e.w0 = self.key0
+        e.w1 = self.key1
+        e.length = <uint32_t>n
+        e.count = <uint32_t>count
+        self.memo_misses += 1
+        if self.memo_misses * 4 <= self.memo.size() or self.memo_shift <= 64 - MEMO_MAX_BITS:
+            return
+        self.memo_misses = 0
+        self.memo_shift -= 1
+        old.swap(self.memo)
+        self.memo.resize(old.size() * 2)
+        for e2 in old:
+            if e2.length:
+                h = ((e2.w0 ^ (e2.w1 * 0xC2B2AE3D27D4EB4FULL) ^ <uint64_t>e2.length)
+                     * 0x9E3779B97F4A7C15ULL) >> self.memo_shift
+                self.memo[h] = e2
+
+    cdef Py_ssize_t _count(self, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+        """len(BPE(p[:n])) for p inside ``buf``; pieces up to MEMO_LEN bytes go through the memo."""
+        cdef MemoEntry* e
+        cdef Py_ssize_t c
+        if n > MEMO_LEN or n <= 0:
+            return count_piece(self.v, p, n, self.out, self.bits) if n > 0 else 0
+        e = self._memo_slot(p, n)
+        if e.length == <uint32_t>n and e.w0 == self.key0 and e.w1 == self.key1:
+            return e.count
+        c = count_piece(self.v, p, n, self.out, self.bits)
+        self._memo_store(e, n, c)
+        return c
+
+    cdef inline void _append(self, const uint8_t* data, Py_ssize_t n) noexcept nogil:
+        """buf += data[:n], keeping SLACK bytes of spare capacity."""
+        cdef size_t size = self.buf.size()
+        cdef Py_ssize_t k
+        if self.buf.capacity() < size + n + SLACK:
+            self.buf.reserve(2 * (size + n) + 64)
+        for k in range(n):
+            self.buf.push_back(data[k])
+
     cdef void _extend_last(self) noexcept nogil:
-        """Update ``last_count``: short pieces are encoded whole (usually one hash lookup);
-        from SHORT_PIECE bytes on, the prefix table is kept and extended byte by byte."""
+        """Update ``last_count``. Up to MEMO_LEN bytes the memo usually knows the piece (the same
+        words come back all through a text); otherwise the prefix table is extended to the
+        piece's length, one backwards trie walk per byte not yet in it, and the memo learns it."""
         cdef Py_ssize_t x, length = self.buf.size() - self.last_start
         cdef uint32_t t
         cdef const uint8_t* p = self.buf.data() + self.last_start
-        if length <= SHORT_PIECE and self.last.size() == 1:
-            self.last_count = count_bytes(self.v, p, length, self.out, self.bits)
-            return
+        cdef MemoEntry* e = NULL
+        if length <= MEMO_LEN:
+            if length == 0:
+                self.last_count = 0
+                return
+            e = self._memo_slot(p, length)
+            if e.length == <uint32_t>length and e.w0 == self.key0 and e.w1 == self.key1:
+                self.last_count = e.count
+                return
+            if self.last.size() == 1:
+                self.last_count = count_piece(self.v, p, length, self.out, self.bits)
+                self._memo_store(e, length, self.last_count)
+                return
         for x in range(self.last.size(), length + 1):
             t = last_token(self.v, &self.trie.view, p, x, self.last.data(), self.scratch)
             self.last.push_back(t)
             self.cnt.push_back(self.cnt[x - token_len(self.v, t)] + 1)
         self.last_count = self.cnt[length]
+        if e != NULL:
+            self._memo_store(e, length, self.last_count)
 
     cdef void _extend_run(self) noexcept nogil:
         cdef Py_ssize_t x
@@ -312,17 +395,15 @@ cdef class Appender:
         cdef Py_ssize_t i = 0, w, k
         cdef uint8_t fl
         if self.kind == PAT_NONE:
-            for k in range(n):
-                self.buf.push_back(data[k])
+            self._append(data, n)
             self._extend_last()
             return
         while i < n:
-            fl = char_flags(data, i, &w)
+            fl = _flags(data, i, &w)
             if self.ws_mode and (fl & FL_WS):
                 # o200k whitespace run: \s*[\r\n]+ takes it up to its last newline (counted from
                 # the run's prefix table), \s+(?!\S) takes the spaces after (the last piece).
-                for k in range(w):
-                    self.buf.push_back(data[i + k])
+                self._append(data + i, w)
                 i += w
                 self._extend_run()
                 if data[i - 1] == 0x0A or data[i - 1] == 0x0D:
@@ -336,16 +417,46 @@ cdef class Appender:
                 continue
             self.ws_mode = False
             if self.buf.size() == 0 or not self._extends(data + i, fl):
-                for k in range(i, n):
-                    self.buf.push_back(data[k])
+                if i == n - 1 and data[i] < 0x80 and self._shortcut(data[i], fl):
+                    return
+                self._append(data + i, n - i)
                 self._rescan()
                 return
-            for k in range(w):
-                self.buf.push_back(data[i + k])
+            self._append(data + i, w)
             self._extend_last()
             i += w
 
-    cdef bint _extends(self, const uint8_t* c, uint8_t fl) noexcept nogil:
+    cdef bint _shortcut(self, uint8_t c, uint8_t fl) noexcept nogil:
+        """Append the ASCII character ``c`` that ends or starts a word, without a full re-cut.
+
+        Word + a character that is not a letter, digit or apostrophe: every pattern's word
+        alternative stops at that character having read it, and no alternative that could match
+        at the word's start reads further (the contraction alternatives need an apostrophe first,
+        o200k's trailing contraction one right after the letters), so the word's horizon is the
+        new end: it is stable and its count is the one already known. The re-cut then starts at
+        the new character. One space + a letter: that is the start of a word piece in every
+        pattern (``[^\r\n\p{L}\p{N}]?`` or `` ?`` before the letters). Returns False when
+        neither applies (the caller re-cuts)."""
+        if self.n_mid != 0 or self.frontier != self.last_start:
+            return False
+        if self.shape == SHAPE_WORD:
+            if fl & (FL_L | FL_N) or c == 0x27:
+                return False
+            self.committed += self.last_count
+            self.frontier = self.buf.size()
+            self._append(&c, 1)
+            self._rescan()
+            return True
+        if (self.shape == SHAPE_SPACE and fl & FL_L and self.buf.size() - self.last_start == 1
+                and self.buf[self.last_start] == 0x20):
+            self._append(&c, 1)
+            self._extend_last()
+            self.shape = SHAPE_WORD
+            self.shape_flag = self.kind == PAT_O200K and (fl & FL_LOWER) != 0
+            return True
+        return False
+
+    cdef inline bint _extends(self, const uint8_t* c, uint8_t fl) noexcept nogil:
         """Does appending the character at ``c`` (flags ``fl``) just lengthen the last piece?"""
         if self.n_mid != 0 or self.frontier != self.last_start:
             return False
@@ -436,11 +547,11 @@ cdef class Appender:
             if e == n:
                 break
             if stable and piece_horizon(self.kind, s, n, pos, e) <= n:
-                self.committed += count_bytes(self.v, s + pos, e - pos, self.out, self.bits)
+                self.committed += self._count(s + pos, e - pos)
                 self.frontier = e
             else:
                 stable = False
-                self.mid_count += count_bytes(self.v, s + pos, e - pos, self.out, self.bits)
+                self.mid_count += self._count(s + pos, e - pos)
                 self.n_mid += 1
             pos = e
         self.last_start = pos

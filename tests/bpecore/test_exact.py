@@ -82,6 +82,21 @@ def test_appending_on_corpora(name, corpus_name, corpus):
     assert ac.text == text and ac.count == enc.count(text)
 
 
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern"])
+@pytest.mark.parametrize("corpus_name", CORPORA)
+def test_appending_one_character_at_a_time(name, corpus_name, corpus):
+    # the str path with its shortcuts (word ends, space + letter) and the memo of short pieces;
+    # the reference counts every prefix, so compare at every 7th push and at each word end
+    enc = encoding(name)
+    text = corpus(corpus_name)[:2500]
+    ac = enc.appendable_counter()
+    for k, ch in enumerate(text):
+        got = ac.push(ch)
+        if k % 7 == 0 or not ch.isalnum():
+            assert got == enc.count(text[: k + 1]), k
+    assert ac.count == enc.count(text)
+
+
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "cl100k_nopattern"])
 @pytest.mark.parametrize("corpus_name", ["english", "multilingual", "adv_whitespace", "adv_digits"])
 def test_prepending_on_corpora(name, corpus_name, corpus):
@@ -154,6 +169,16 @@ def test_hyp_appending_equals_count_after_every_push(name, text, data):
         pos += step
         assert got == enc.count(ac.text)
     assert ac.text == text
+
+
+@pytest.mark.parametrize("name", ALL)
+@given(text=texts)
+def test_hyp_appending_characters_equals_count(name, text):
+    # one str character per push: the path the shortcuts and the short-piece memo serve
+    enc = encoding(name)
+    ac = enc.appendable_counter()
+    for k, ch in enumerate(text):
+        assert ac.push(ch) == enc.count(text[: k + 1])
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -231,6 +256,7 @@ def test_pinned_stream_cases(name, text):
 @given(text=texts, data=st.data())
 def test_hyp_appending_many_examples(name, text, data):
     test_hyp_appending_equals_count_after_every_push.hypothesis.inner_test(name, text, data)
+    test_hyp_appending_characters_equals_count.hypothesis.inner_test(name, text)
 
 
 def test_errors():
