@@ -616,8 +616,9 @@ cdef class Appender:
         return p[:self.buf.size()]
 
     def memory_bytes(self):
-        """Bytes held: the text plus the last piece's table."""
-        return self.buf.capacity() + 4 * (self.last.capacity() + self.cnt.capacity())
+        """Bytes held: the text, the last piece's table and the memo of short pieces."""
+        return (self.buf.capacity() + 4 * (self.last.capacity() + self.cnt.capacity())
+                + sizeof(MemoEntry) * self.memo.capacity())
 
 
 cdef inline bint _is_lead(uint8_t b) noexcept nogil:
