@@ -80,10 +80,11 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
+from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
 from bpecore.prefix cimport piece_horizon
 from bpecore.pretokenize cimport PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX, char_flags, next_piece_end
-from bpecore.vocab cimport VocabView
+from bpecore.vocab cimport VocabView, hash_u64, is_valid_pair, lookup_piece
 
 
 cdef extern from "_unicode_tables.h":
@@ -122,8 +123,12 @@ cdef struct _Head:
 
 cdef enum:
     SEEN_MIN = 4          #: shorter pieces are one table lookup anyway
+    SEEN_SLOTS_MAX = (1 << 20) - 1  #: slot mask cap of the repeated-piece table
     NEAR = 32             #: _last_stable: bytes scanned below b, then pieces stepped down
     GIL_BYTES = 16384     #: count() releases the GIL only for slices longer than this
+    TABLE_MAX = 1024      #: longer pieces get no prefix/suffix counts (their partial cuts are backtracked)
+    PRE_MAX = 0x7FFF      #: larger prefix counts are stored as 0 (unknown)
+    SUF_MAX = 0xFFFF      #: larger suffix counts are stored as 0 (unknown)
     F_L = BPE_UT_LU | BPE_UT_LL | BPE_UT_LT | BPE_UT_LM | BPE_UT_LO    #: \p{L}
 
 
@@ -163,6 +168,99 @@ cdef inline Py_ssize_t _horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
         if _flags(s, pos + w, &w2) & F_L:
             return h
     return piece_horizon(kind, s, n, pos, e)
+
+
+cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n, Py_ssize_t maxlen,
+                             int32_t* inner, vector[uint32_t]& work) noexcept nogil:
+    """Token count of p[:n] (n >= 2), and inner[x - 1] = ~(pre << 16 | suf) for 0 < x < n, where
+    pre = count(p[:x]) and suf = count(p[x:]) (0 when too large). Returns -1, leaving inner alone,
+    when some byte has no token.
+
+    One forward trie walk per start j lists the tokens p[j:j + l], shortest first (``tok``/``tlen``
+    from ``off[j]``). Then the prefix rule (README, "How it works"): the last token of p[:x] is the
+    longest token t = p[j:x] with j = 0 or last[j] compatible with t; taking starts in increasing
+    order, the first such t met for x is the longest, and the single byte (met last) needs no check.
+    The mirror rule gives the first token of every suffix p[k:].
+    """
+    cdef Py_ssize_t j, k, x, d, c, stop, bound = n * (n if n < maxlen else maxlen)
+    cdef uint64_t key, h, e, kk
+    cdef uint32_t node, t, pre, suf
+    if <Py_ssize_t>work.size() < 5 * (n + 1) + 2 * bound:
+        work.resize(5 * (n + 1) + 2 * bound)
+    cdef uint32_t* off = work.data()
+    cdef uint32_t* last = off + (n + 1)
+    cdef uint32_t* pcnt = last + (n + 1)
+    cdef uint32_t* first = pcnt + (n + 1)
+    cdef uint32_t* scnt = first + (n + 1)
+    cdef uint32_t* tok = scnt + (n + 1)
+    cdef uint32_t* tlen = tok + bound
+    c = 0
+    for j in range(n):
+        off[j] = c
+        t = v.byte_token[p[j]]
+        if t == NO_TOKEN:
+            return -1
+        tok[c] = t
+        tlen[c] = 1
+        c += 1
+        if j + 1 == n:
+            continue
+        e = v.first2x[(<uint32_t>p[j] << 8) | p[j + 1]]
+        node = <uint32_t>e
+        if node == NO_TOKEN:
+            continue
+        if (e >> 32) != NO_TOKEN:
+            tok[c] = <uint32_t>(e >> 32)
+            tlen[c] = 2
+            c += 1
+        d = j + 2
+        while d < n:
+            key = ((<uint64_t>node + 1) << 8) | p[d]
+            h = hash_u64(key) & v.trie_mask
+            while True:
+                kk = v.trie[h].key
+                if kk == key or kk == 0:
+                    break
+                h = (h + 1) & v.trie_mask
+            if kk == 0:
+                break
+            node = v.trie[h].child
+            d += 1
+            if v.trie[h].token != NO_TOKEN:
+                tok[c] = v.trie[h].token
+                tlen[c] = <uint32_t>(d - j)
+                c += 1
+    off[n] = c
+    for x in range(n + 1):
+        last[x] = NO_TOKEN
+    pcnt[0] = 0
+    for j in range(n):
+        if j and last[j] == NO_TOKEN:
+            return -1
+        for c in range(off[j], off[j + 1]):
+            x = j + tlen[c]
+            if last[x] == NO_TOKEN and (j == 0 or tlen[c] == 1 or is_valid_pair(v, last[j], tok[c])):
+                last[x] = tok[c]
+                pcnt[x] = pcnt[j] + 1
+    if last[n] == NO_TOKEN:
+        return -1
+    scnt[n] = 0
+    k = n - 1
+    while k >= 0:
+        c = off[k + 1] - 1
+        while c > <Py_ssize_t>off[k]:
+            stop = k + tlen[c]
+            if stop == n or is_valid_pair(v, tok[c], first[stop]):
+                break
+            c -= 1
+        first[k] = tok[c]
+        scnt[k] = scnt[k + tlen[c]] + 1
+        k -= 1
+    for x in range(1, n):
+        pre = pcnt[x] if pcnt[x] <= PRE_MAX else 0
+        suf = scnt[x] if scnt[x] <= SUF_MAX else 0
+        inner[x - 1] = ~<int32_t>((pre << 16) | suf)
+    return pcnt[n]
 
 
 cdef class IntervalCounter:
@@ -235,12 +333,15 @@ cdef class IntervalCounter:
         cdef _Piece piece
         cdef uint64_t mask = 255, hashed
         cdef Py_ssize_t pcount
-        while mask < 65535 and (<Py_ssize_t>mask << 6) < self.n:
+        cdef int32_t* at
+        cdef vector[uint32_t] work
+        while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << 4) < self.n:
             mask = (mask << 1) | 1
         with nogil:
             seen.resize(mask + 1)
             self.piece_at.assign(self.n + 1, -1)
             self.piece_at[0] = 0
+            at = self.piece_at.data()
             # about 4 bytes per piece in English, 3-6 in other scripts: grown at most once or twice
             self.pieces.reserve(self.n // 4 + 16)
             piece.cum = 0
@@ -250,18 +351,20 @@ cdef class IntervalCounter:
             while pos < self.n:
                 e = next_piece_end(kind, self.s, self.n, pos)
                 if e - pos >= SEEN_MIN:
-                    # repeated pieces (words, CJK runs) are encoded once per pass
+                    # repeated pieces (words, CJK runs) are encoded once per pass; their inner
+                    # prefix/suffix counts are copied from the first occurrence
                     hashed = _fnv(self.s + pos, e - pos) & mask
                     slot = &seen[hashed]
                     if slot.length == e - pos and memcmp(self.s + slot.start, self.s + pos, e - pos) == 0:
                         pcount = slot.count
+                        memcpy(at + pos + 1, at + slot.start + 1, (e - pos - 1) * sizeof(int32_t))
                     else:
-                        pcount = count_piece(v, self.s + pos, e - pos, self.scratch, self.bits)
+                        pcount = self._count_new(pos, e, work)
                         slot.start = pos
                         slot.length = e - pos
                         slot.count = pcount
                 else:
-                    pcount = count_piece(v, self.s + pos, e - pos, self.scratch, self.bits)
+                    pcount = self._count_new(pos, e, work)
                 piece.cum += pcount
                 h = _horizon(kind, self.s, self.n, pos, e)
                 if h > top:
@@ -271,6 +374,56 @@ cdef class IntervalCounter:
                 self.pieces.push_back(piece)
                 self.piece_at[e] = self.pieces.size() - 1
                 pos = e
+
+    cdef Py_ssize_t _count_new(self, Py_ssize_t pos, Py_ssize_t e, vector[uint32_t]& work) noexcept nogil:
+        """Tokens of the piece [pos, e) met for the first time; fills its inner piece_at entries."""
+        cdef const VocabView* v = &self.encoder.vocab.view
+        cdef const uint8_t* q = self.s + pos
+        cdef int32_t* inner = self.piece_at.data() + pos + 1
+        cdef Py_ssize_t c
+        cdef uint32_t two, three
+        if e - pos == 2 or e - pos == 3:
+            # every prefix and suffix is one byte or two: a first2x read each
+            if v.byte_token[q[0]] != NO_TOKEN and v.byte_token[q[1]] != NO_TOKEN:
+                two = (v.first2x[(<uint32_t>q[0] << 8) | q[1]] >> 32) != NO_TOKEN
+                if e - pos == 2:
+                    inner[0] = ~<int32_t>((1 << 16) | 1)
+                    return 2 - two
+                if v.byte_token[q[2]] != NO_TOKEN:
+                    three = (v.first2x[(<uint32_t>q[1] << 8) | q[2]] >> 32) != NO_TOKEN
+                    inner[0] = ~<int32_t>((1 << 16) | (2 - three))
+                    inner[1] = ~<int32_t>(((2 - two) << 16) | 1)
+                    if lookup_piece(v, q, 3) != NO_TOKEN:
+                        return 1
+                    return 2 if two or three else 3
+        elif 4 <= e - pos <= TABLE_MAX:
+            c = _piece_table(v, q, e - pos, self.encoder.vocab.max_token_len, inner, work)
+            if c >= 0:
+                return c
+        return count_piece(&self.encoder.vocab.view, self.s + pos, e - pos, self.scratch, self.bits)
+
+    cdef inline Py_ssize_t _piece_count(self, Py_ssize_t x, Py_ssize_t e, vector[uint32_t]& scratch,
+                                        vector[uint64_t]& bits) noexcept nogil:
+        """Tokens of the slice piece [x, e) (cut from a slice): from the tables when it is a whole
+        piece of the text, a suffix of one (x inside it, e its end) or a prefix of one (x its start, e
+        inside it); else backtracked."""
+        cdef const int32_t* at = self.piece_at.data()
+        cdef const _Piece* p = self.pieces.data()
+        cdef int32_t mx = at[x], me = at[e]
+        cdef uint32_t raw
+        if me >= 0:
+            if mx < 0:
+                if p[me - 1].end < x:
+                    raw = <uint32_t>(~mx) & SUF_MAX
+                    if raw:
+                        return raw
+            elif me == mx + 1:
+                return p[me].cum - p[mx].cum
+        elif mx >= 0 and e < p[mx + 1].end:
+            raw = <uint32_t>(~me) >> 16
+            if raw:
+                return raw
+        return count_piece(&self.encoder.vocab.view, self.s + x, e - x, scratch, bits)
 
     def __len__(self):
         return self.nchars
@@ -330,12 +483,12 @@ cdef class IntervalCounter:
                 m += 1
                 pos = e
             else:
-                total += count_piece(v, self.s + pos, e - pos, scratch, bits)
+                total += self._piece_count(pos, e, scratch, bits)
                 pos = e
                 break
         while pos < b:
             e = next_piece_end(kind, self.s, b, pos)
-            total += count_piece(v, self.s + pos, e - pos, scratch, bits)
+            total += self._piece_count(pos, e, scratch, bits)
             pos = e
         return total
 
@@ -370,7 +523,7 @@ cdef class IntervalCounter:
                     return total + self._from_boundary(m, j, b, scratch, bits)
                 build = False
             e = next_piece_end(kind, self.s, b, pos)
-            total += count_piece(v, self.s + pos, e - pos, scratch, bits)
+            total += self._piece_count(pos, e, scratch, bits)
             if build:
                 # horizon within s[:b]: a piece whose horizon is <= b is also cut so from s[:n]
                 h = _horizon(kind, self.s, b, pos, e)
