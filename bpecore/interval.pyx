@@ -84,7 +84,7 @@ from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
 from bpecore.prefix cimport piece_horizon
 from bpecore.pretokenize cimport PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX, char_flags, next_piece_end
-from bpecore.vocab cimport VocabView, hash_u64, is_valid_pair, lookup_piece
+from bpecore.vocab cimport VocabView, hash_u64, is_valid_pair, load_head, lookup_piece, piece_hash
 
 
 cdef extern from "_unicode_tables.h":
@@ -130,14 +130,6 @@ cdef enum:
     PRE_MAX = 0x7FFF      #: larger prefix counts are stored as 0 (unknown)
     SUF_MAX = 0xFFFF      #: larger suffix counts are stored as 0 (unknown)
     F_L = BPE_UT_LU | BPE_UT_LL | BPE_UT_LT | BPE_UT_LM | BPE_UT_LO    #: \p{L}
-
-
-cdef inline uint64_t _fnv(const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    cdef uint64_t h = 1469598103934665603ULL
-    cdef Py_ssize_t i
-    for i in range(n):
-        h = (h ^ p[i]) * 1099511628211ULL
-    return h ^ (h >> 29)
 
 
 cdef inline uint8_t _flags(const uint8_t* s, Py_ssize_t p, Py_ssize_t* w) noexcept nogil:
@@ -194,8 +186,14 @@ cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n,
     cdef uint32_t* scnt = first + (n + 1)
     cdef uint32_t* tok = scnt + (n + 1)
     cdef uint32_t* tlen = tok + bound
+    for x in range(n + 1):
+        last[x] = NO_TOKEN
+    pcnt[0] = 0
     c = 0
     for j in range(n):
+        # every token ending at j starts before j and was met already: last[j] is final
+        if j and last[j] == NO_TOKEN:
+            return -1
         off[j] = c
         t = v.byte_token[p[j]]
         if t == NO_TOKEN:
@@ -203,6 +201,9 @@ cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n,
         tok[c] = t
         tlen[c] = 1
         c += 1
+        if last[j + 1] == NO_TOKEN:
+            last[j + 1] = t
+            pcnt[j + 1] = pcnt[j] + 1
         if j + 1 == n:
             continue
         e = v.first2x[(<uint32_t>p[j] << 8) | p[j + 1]]
@@ -210,9 +211,13 @@ cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n,
         if node == NO_TOKEN:
             continue
         if (e >> 32) != NO_TOKEN:
-            tok[c] = <uint32_t>(e >> 32)
+            t = <uint32_t>(e >> 32)
+            tok[c] = t
             tlen[c] = 2
             c += 1
+            if last[j + 2] == NO_TOKEN and (j == 0 or is_valid_pair(v, last[j], t)):
+                last[j + 2] = t
+                pcnt[j + 2] = pcnt[j] + 1
         d = j + 2
         while d < n:
             key = ((<uint64_t>node + 1) << 8) | p[d]
@@ -226,24 +231,15 @@ cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                 break
             node = v.trie[h].child
             d += 1
-            if v.trie[h].token != NO_TOKEN:
-                tok[c] = v.trie[h].token
+            t = v.trie[h].token
+            if t != NO_TOKEN:
+                tok[c] = t
                 tlen[c] = <uint32_t>(d - j)
                 c += 1
+                if last[d] == NO_TOKEN and (j == 0 or is_valid_pair(v, last[j], t)):
+                    last[d] = t
+                    pcnt[d] = pcnt[j] + 1
     off[n] = c
-    for x in range(n + 1):
-        last[x] = NO_TOKEN
-    pcnt[0] = 0
-    for j in range(n):
-        if j and last[j] == NO_TOKEN:
-            return -1
-        for c in range(off[j], off[j + 1]):
-            x = j + tlen[c]
-            if last[x] == NO_TOKEN and (j == 0 or tlen[c] == 1 or is_valid_pair(v, last[j], tok[c])):
-                last[x] = tok[c]
-                pcnt[x] = pcnt[j] + 1
-    if last[n] == NO_TOKEN:
-        return -1
     scnt[n] = 0
     k = n - 1
     while k >= 0:
@@ -332,11 +328,13 @@ cdef class IntervalCounter:
         cdef _Seen* slot
         cdef _Piece piece
         cdef uint64_t mask = 255, hashed
+        cdef int shift = 56
         cdef Py_ssize_t pcount
         cdef int32_t* at
         cdef vector[uint32_t] work
         while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << 4) < self.n:
             mask = (mask << 1) | 1
+            shift -= 1
         with nogil:
             seen.resize(mask + 1)
             self.piece_at.assign(self.n + 1, -1)
@@ -353,7 +351,7 @@ cdef class IntervalCounter:
                 if e - pos >= SEEN_MIN:
                     # repeated pieces (words, CJK runs) are encoded once per pass; their inner
                     # prefix/suffix counts are copied from the first occurrence
-                    hashed = _fnv(self.s + pos, e - pos) & mask
+                    hashed = piece_hash(self.s + pos, e - pos, load_head(self.s + pos, e - pos)) >> shift
                     slot = &seen[hashed]
                     if slot.length == e - pos and memcmp(self.s + slot.start, self.s + pos, e - pos) == 0:
                         pcount = slot.count
