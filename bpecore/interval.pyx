@@ -126,9 +126,9 @@ cdef enum:
     SEEN_SLOTS_MAX = (1 << 20) - 1  #: slot mask cap of the repeated-piece table
     NEAR = 32             #: _last_stable: bytes scanned below b, then pieces stepped down
     GIL_BYTES = 16384     #: count() releases the GIL only for slices longer than this
-    TABLE_MAX = 1024      #: longer pieces get no prefix/suffix counts (their partial cuts are backtracked)
-    PRE_MAX = 0x7FFF      #: larger prefix counts are stored as 0 (unknown)
-    SUF_MAX = 0xFFFF      #: larger suffix counts are stored as 0 (unknown)
+    TABLE_MAX = 1024      #: longer pieces get no prefix/suffix counts (< 2**15: they fit piece_at's inner entries)
+    CAND_PER_BYTE = 8     #: _piece_table gives up past this many tokens per byte (English: 3.4)
+    CAND_SLACK = 16
     F_L = BPE_UT_LU | BPE_UT_LL | BPE_UT_LT | BPE_UT_LM | BPE_UT_LO    #: \p{L}
 
 
@@ -174,9 +174,9 @@ cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n,
     order, the first such t met for x is the longest, and the single byte (met last) needs no check.
     The mirror rule gives the first token of every suffix p[k:].
     """
-    cdef Py_ssize_t j, k, x, d, c, stop, bound = n * (n if n < maxlen else maxlen)
+    cdef Py_ssize_t j, k, x, d, c, stop, bound = CAND_PER_BYTE * n + CAND_SLACK + maxlen + 1
     cdef uint64_t key, h, e, kk
-    cdef uint32_t node, t, pre, suf
+    cdef uint32_t node, t
     if <Py_ssize_t>work.size() < 5 * (n + 1) + 2 * bound:
         work.resize(5 * (n + 1) + 2 * bound)
     cdef uint32_t* off = work.data()
@@ -239,6 +239,9 @@ cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                 if last[d] == NO_TOKEN and (j == 0 or is_valid_pair(v, last[j], t)):
                     last[d] = t
                     pcnt[d] = pcnt[j] + 1
+        if c > CAND_PER_BYTE * (j + 1) + CAND_SLACK:
+            # runs of one character (spaces, 'a'): a token of every length from every start
+            return -1
     off[n] = c
     scnt[n] = 0
     k = n - 1
@@ -253,9 +256,7 @@ cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n,
         scnt[k] = scnt[k + tlen[c]] + 1
         k -= 1
     for x in range(1, n):
-        pre = pcnt[x] if pcnt[x] <= PRE_MAX else 0
-        suf = scnt[x] if scnt[x] <= SUF_MAX else 0
-        inner[x - 1] = ~<int32_t>((pre << 16) | suf)
+        inner[x - 1] = ~<int32_t>((pcnt[x] << 16) | scnt[x])
     return pcnt[n]
 
 
@@ -412,7 +413,7 @@ cdef class IntervalCounter:
         if me >= 0:
             if mx < 0:
                 if p[me - 1].end < x:
-                    raw = <uint32_t>(~mx) & SUF_MAX
+                    raw = <uint32_t>(~mx) & 0xFFFF
                     if raw:
                         return raw
             elif me == mx + 1:
