@@ -2,16 +2,25 @@
 
 The pass cuts the whole text into pieces and records, per piece, its end, the running token count
 and the running maximum of the pieces' horizons (``prefix.piece_horizon``: how far the scanner
-may have looked to cut it). For a query [a, b):
+may have looked to cut it); and, at every byte x inside a piece P (of 2..TABLE_MAX bytes), the
+token counts of P's prefix ending at x and of its suffix starting at x (``_piece_table``: one
+forward trie walk per byte and the prefix-last-token rule, README "How it works"; a repeated
+piece copies them from its first occurrence). For a query [a, b):
 1. Head: cut text[a:b] from a (with b as the end of the text) until a cut lands on a piece
-   boundary of the whole text (usually after one piece; at once if a is a boundary).
+   boundary of the whole text (usually after one piece; at once if a is a boundary). A cut that
+   is a suffix of a whole-text piece reads its count at a.
 2. Middle: from there, the whole text's pieces are the slice's pieces for as long as their horizon
    stays <= b (binary search over the running maximum): add their counts from the running total.
-3. Tail: cut and encode the rest up to b (usually one or two pieces).
-Average cost: O(log pieces) plus encoding about four pieces. Worst case (a slice inside one long
-piece, e.g. a run of one letter): re-encoding the slice, never more. Pattern-less encodings and
-custom patterns re-encode the slice.
-Memory: 4 bytes per text byte (piece index at each boundary), 24 bytes per piece (one struct:
+3. Tail: cut the rest up to b (usually one or two pieces); a cut that is a prefix of a whole-text
+   piece reads its count at b. Any other cut (across a whole-text boundary, inside one piece, or in
+   a piece without counts) is backtracked.
+Average cost: O(1) on the bench's slices (two cuts, no encode), O(log pieces) at worst for the
+middle. Worst case (a slice inside one long piece, e.g. a run of one letter): re-encoding the
+slice, never more. Pattern-less encodings and custom patterns re-encode the slice. Build: one
+trie walk per byte of each distinct piece (English: 9% of the bytes) plus the pass; runs of one
+character (more than CAND_PER_BYTE tokens per byte) and longer pieces get no counts.
+Memory: 4 bytes per text byte (piece index at each boundary, or the two counts packed as
+~(prefix << 16 | suffix) inside a piece: no extra memory), 24 bytes per piece (one struct:
 running count, end, running horizon), plus 4 bytes per character for non-ASCII text; 14.0 bytes
 per byte measured on the English corpus (14.3 before the piece struct and its up-front reserve).
 Threads: single ``count()`` calls up to GIL_BYTES hold the GIL and share the counter's buffers
@@ -32,9 +41,7 @@ callgrind over c_count, as the shared 2-core machine was at load 9-10 while meas
 - a tail piece re-cut exactly as in the whole text (b on a boundary) takes its count from ``cum``
   instead of a lookup: 9.96M instructions, 216k D1 misses (-34% / -28% in all).
 - left: the backtracking encode of the partial head/tail pieces, now 52% of instructions and 54%
-  of misses. Not tried: per-byte prefix/suffix count tables of each piece (prefix.last_token and
-  first_token give them in one pass), which would make a tail that is a prefix of a whole-text
-  piece an O(1) lookup, at +8 bytes per text byte and a slower build pass.
+  of misses (taken in round 3 below: per-piece prefix/suffix counts).
 
 Round 2 (from 20036e1; callgrind, instructions inside the Python entry point; "chunker" = the 30,001
 single count() calls that chunk(multilingual 1 MB, cl100k, 128) makes, replayed; "batch" = the
@@ -72,6 +79,45 @@ count_many of bench_exact --quick on 1 MB English; "build" = IntervalCounter(mul
 - what is left (for backtrack/pretokenize, not here): chunker: backtrack_piece on the partial
   tail piece 52%, next_piece_end 10%; build: backtrack_piece 26%, next_piece_end + run_any 19%,
   CPython's UTF-8 encoding of the text 10%, piece_horizon on non-word pieces 6%.
+
+Round 3 (issue 4: count_many >= 100x tiktoken with a margin; from e452448, A/B against a tree at
+e452448 with the same other modules; callgrind with --cache-sim and a 2 MB LL; "batch"/"single" =
+bench_exact --quick's 10k ranges on 1 MB English through count_many / count(); "build" =
+IntervalCounter(1 MB English) unless named). Start: batch 12.87M Ir, 237k D1 misses (backtrack of
+the partial head/tail pieces 49% of Ir and 48% of misses); single 12.81M; build 91.4M (English),
+116.8M (multilingual). Of the partial pieces in 3,000 of the queries (Python replay), 3,700 were
+single tokens (one lookup each) and 1,060 backtracked: 412 suffixes of a whole-text piece at the
+head, 516 prefixes of one at the tail, 128 others.
+- prefix/suffix counts of every piece, packed into piece_at's inner entries (so memory stays at
+  14.0 bytes per byte instead of +8 for two uint32 tables); head/tail cuts read them through
+  ``_piece_count``: batch 7.53M (-41%), D1 misses 114k (-52%); build 164.4M (+80%): every piece,
+  even 2-3 bytes ones, walked the trie from every byte.
+- 2- and 3-byte pieces from first2x reads (their prefixes and suffixes are 1-2 bytes): 138.9M.
+- repeated-piece table with n/16 slots instead of n/64 (capped at 2**20): 133.0M (11.4k tables
+  for the 10.7k distinct pieces of 4+ bytes, 94k bytes).
+- rejected: a 32k-slot memo of is_valid_pair answers (pairs rarely repeat across distinct
+  pieces): 132.8M, -0.2%.
+- one flat scratch buffer instead of three growing vectors, and the single-byte candidate (the
+  last one for its end) taken without a compatibility check: 127.4M (102k checks left, half of
+  them true, for 315k candidates).
+- the prefix rule applied inside the trie walk (starts in increasing order: last[j] is final when
+  the walk from j begins), not in a second pass over the candidates: 124.6M.
+- repeated-piece table hashed with vocab.piece_hash (head, tail, length: ~15 instructions a
+  piece) instead of byte-wise FNV (the FNV loop was 6.6M): 118.5M; multilingual 146.5M.
+- adv_whitespace build was 5.67G (base 414M): runs of spaces have a token of nearly every length
+  from every start, so walks and checks grew with the piece up to TABLE_MAX. A table now gives up
+  past CAND_PER_BYTE (8) candidates per byte (English: 3.4): 477M; adv_repeat_a 50.7M -> 44.0M.
+  English build 115.6M, batch 7.74M (a few pieces now backtrack).
+- A/B at the end: batch 12.87M -> 7.74M (-40%; D1 misses 237k -> 116k), single 12.81M -> 7.64M
+  (-40%; 229k -> 104k), o200k batch 12.84M -> 8.20M, multilingual batch 19.07M -> 10.75M (-44%;
+  346k -> 120k); build English 91.4M -> 115.6M (+26%), multilingual 116.8M -> 145.3M (+24%),
+  o200k English 118.9M -> 142.2M. Timed (load 3.4, medians of 9/15): count_many 5.6-6.8 ms ->
+  1.3-1.5 ms (the backtracking's cold trie and pair-table misses are gone with it); build
+  20-22 ms -> 34-35 ms against count(1 MB) 9-10 ms.
+- what is left: batch: next_piece_end + run_any 25%, c_count/_from_boundary/_last_stable 26%,
+  count_many's Python side (ranges in, ints out) 20%, backtrack_short 13% (cuts across a
+  whole-text boundary, e.g. a slice ending inside a whitespace run). Build: the tables 30%
+  (is_valid_pair about a third of that), next_piece_end + run_any 20%.
 """
 
 from cpython.object cimport PyObject_LengthHint
@@ -264,7 +310,9 @@ cdef class IntervalCounter:
     """Counts of slices of one text.
 
     Fields: ``piece_at[x]`` = number of pieces ending at or before byte x when x is a piece
-    boundary of the whole text, else -1 (x in 0..n). ``pieces[m]`` (m = 0..number of pieces) =
+    boundary of the whole text (x in 0..n); inside a piece P it is negative: ~(pre << 16 | suf),
+    pre = tokens of P's bytes before x, suf = tokens of P's bytes from x (0: not known, -1 when
+    both are: P is longer than TABLE_MAX or a one-character run). ``pieces[m]`` (m = 0..number of pieces) =
     the running token count ``cum``, the ``end`` of piece m (1-based; ``pieces[0]`` is all zero)
     and ``reach``, the max horizon of pieces 1..m. ``char_byte[c]`` = byte offset of character c
     (empty for ASCII text). ``scratch``/``bits``/``head``: buffers and the slice-start cache of
