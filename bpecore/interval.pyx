@@ -106,7 +106,8 @@ head, 516 prefixes of one at the tail, 128 others.
   piece) instead of byte-wise FNV (the FNV loop was 6.6M): 118.5M; multilingual 146.5M.
 - adv_whitespace build was 5.67G (base 414M): runs of spaces have a token of nearly every length
   from every start, so walks and checks grew with the piece up to TABLE_MAX. A table now gives up
-  past CAND_PER_BYTE (8) candidates per byte (English: 3.4): 477M; adv_repeat_a 50.7M -> 44.0M.
+  past CAND_PER_BYTE (8) candidates per byte (English: 3.4): 477M; adv_repeat_a 50.7M -> 44.0M,
+  code 102.0M -> 121.1M, adv_unicode 153.8M -> 134.4M.
   English build 115.6M, batch 7.74M (a few pieces now backtrack).
 - A/B at the end: batch 12.87M -> 7.74M (-40%; D1 misses 237k -> 116k), single 12.81M -> 7.64M
   (-40%; 229k -> 104k), o200k batch 12.84M -> 8.20M, multilingual batch 19.07M -> 10.75M (-44%;
