@@ -2,16 +2,25 @@
 
 The pass cuts the whole text into pieces and records, per piece, its end, the running token count
 and the running maximum of the pieces' horizons (``prefix.piece_horizon``: how far the scanner
-may have looked to cut it). For a query [a, b):
+may have looked to cut it); and, at every byte x inside a piece P (of 2..TABLE_MAX bytes), the
+token counts of P's prefix ending at x and of its suffix starting at x (``_piece_table``: one
+forward trie walk per byte and the prefix-last-token rule, README "How it works"; a repeated
+piece copies them from its first occurrence). For a query [a, b):
 1. Head: cut text[a:b] from a (with b as the end of the text) until a cut lands on a piece
-   boundary of the whole text (usually after one piece; at once if a is a boundary).
+   boundary of the whole text (usually after one piece; at once if a is a boundary). A cut that
+   is a suffix of a whole-text piece reads its count at a.
 2. Middle: from there, the whole text's pieces are the slice's pieces for as long as their horizon
    stays <= b (binary search over the running maximum): add their counts from the running total.
-3. Tail: cut and encode the rest up to b (usually one or two pieces).
-Average cost: O(log pieces) plus encoding about four pieces. Worst case (a slice inside one long
-piece, e.g. a run of one letter): re-encoding the slice, never more. Pattern-less encodings and
-custom patterns re-encode the slice.
-Memory: 4 bytes per text byte (piece index at each boundary), 24 bytes per piece (one struct:
+3. Tail: cut the rest up to b (usually one or two pieces); a cut that is a prefix of a whole-text
+   piece reads its count at b. Any other cut (across a whole-text boundary, inside one piece, or in
+   a piece without counts) is backtracked.
+Average cost: O(1) on the bench's slices (two cuts, no encode), O(log pieces) at worst for the
+middle. Worst case (a slice inside one long piece, e.g. a run of one letter): re-encoding the
+slice, never more. Pattern-less encodings and custom patterns re-encode the slice. Build: one
+trie walk per byte of each distinct piece (English: 9% of the bytes) plus the pass; runs of one
+character (more than CAND_PER_BYTE tokens per byte) and longer pieces get no counts.
+Memory: 4 bytes per text byte (piece index at each boundary, or the two counts packed as
+~(prefix << 16 | suffix) inside a piece: no extra memory), 24 bytes per piece (one struct:
 running count, end, running horizon), plus 4 bytes per character for non-ASCII text; 14.0 bytes
 per byte measured on the English corpus (14.3 before the piece struct and its up-front reserve).
 Threads: single ``count()`` calls up to GIL_BYTES hold the GIL and share the counter's buffers
@@ -32,9 +41,7 @@ callgrind over c_count, as the shared 2-core machine was at load 9-10 while meas
 - a tail piece re-cut exactly as in the whole text (b on a boundary) takes its count from ``cum``
   instead of a lookup: 9.96M instructions, 216k D1 misses (-34% / -28% in all).
 - left: the backtracking encode of the partial head/tail pieces, now 52% of instructions and 54%
-  of misses. Not tried: per-byte prefix/suffix count tables of each piece (prefix.last_token and
-  first_token give them in one pass), which would make a tail that is a prefix of a whole-text
-  piece an O(1) lookup, at +8 bytes per text byte and a slower build pass.
+  of misses (taken in round 3 below: per-piece prefix/suffix counts).
 
 Round 2 (from 20036e1; callgrind, instructions inside the Python entry point; "chunker" = the 30,001
 single count() calls that chunk(multilingual 1 MB, cl100k, 128) makes, replayed; "batch" = the
@@ -72,6 +79,46 @@ count_many of bench_exact --quick on 1 MB English; "build" = IntervalCounter(mul
 - what is left (for backtrack/pretokenize, not here): chunker: backtrack_piece on the partial
   tail piece 52%, next_piece_end 10%; build: backtrack_piece 26%, next_piece_end + run_any 19%,
   CPython's UTF-8 encoding of the text 10%, piece_horizon on non-word pieces 6%.
+
+Round 3 (issue 4: count_many >= 100x tiktoken with a margin; from e452448, A/B against a tree at
+e452448 with the same other modules; callgrind with --cache-sim and a 2 MB LL; "batch"/"single" =
+bench_exact --quick's 10k ranges on 1 MB English through count_many / count(); "build" =
+IntervalCounter(1 MB English) unless named). Start: batch 12.87M Ir, 237k D1 misses (backtrack of
+the partial head/tail pieces 49% of Ir and 48% of misses); single 12.81M; build 91.4M (English),
+116.8M (multilingual). Of the partial pieces in 3,000 of the queries (Python replay), 3,700 were
+single tokens (one lookup each) and 1,060 backtracked: 412 suffixes of a whole-text piece at the
+head, 516 prefixes of one at the tail, 128 others.
+- prefix/suffix counts of every piece, packed into piece_at's inner entries (so memory stays at
+  14.0 bytes per byte instead of +8 for two uint32 tables); head/tail cuts read them through
+  ``_piece_count``: batch 7.53M (-41%), D1 misses 114k (-52%); build 164.4M (+80%): every piece,
+  even 2-3 bytes ones, walked the trie from every byte.
+- 2- and 3-byte pieces from first2x reads (their prefixes and suffixes are 1-2 bytes): 138.9M.
+- repeated-piece table with n/16 slots instead of n/64 (capped at 2**20): 133.0M (11.4k tables
+  for the 10.7k distinct pieces of 4+ bytes, 94k bytes).
+- rejected: a 32k-slot memo of is_valid_pair answers (pairs rarely repeat across distinct
+  pieces): 132.8M, -0.2%.
+- one flat scratch buffer instead of three growing vectors, and the single-byte candidate (the
+  last one for its end) taken without a compatibility check: 127.4M (102k checks left, half of
+  them true, for 315k candidates).
+- the prefix rule applied inside the trie walk (starts in increasing order: last[j] is final when
+  the walk from j begins), not in a second pass over the candidates: 124.6M.
+- repeated-piece table hashed with vocab.piece_hash (head, tail, length: ~15 instructions a
+  piece) instead of byte-wise FNV (the FNV loop was 6.6M): 118.5M; multilingual 146.5M.
+- adv_whitespace build was 5.67G (base 414M): runs of spaces have a token of nearly every length
+  from every start, so walks and checks grew with the piece up to TABLE_MAX. A table now gives up
+  past CAND_PER_BYTE (8) candidates per byte (English: 3.4): 477M; adv_repeat_a 50.7M -> 44.0M,
+  code 102.0M -> 121.1M, adv_unicode 153.8M -> 134.4M.
+  English build 115.6M, batch 7.74M (a few pieces now backtrack).
+- A/B at the end: batch 12.87M -> 7.74M (-40%; D1 misses 237k -> 116k), single 12.81M -> 7.64M
+  (-40%; 229k -> 104k), o200k batch 12.84M -> 8.20M, multilingual batch 19.07M -> 10.75M (-44%;
+  346k -> 120k); build English 91.4M -> 115.6M (+26%), multilingual 116.8M -> 145.3M (+24%),
+  o200k English 118.9M -> 142.2M. Timed (load 3.4, medians of 9/15): count_many 5.6-6.8 ms ->
+  1.3-1.5 ms (the backtracking's cold trie and pair-table misses are gone with it); build
+  20-22 ms -> 34-35 ms against count(1 MB) 9-10 ms.
+- what is left: batch: next_piece_end + run_any 25%, c_count/_from_boundary/_last_stable 26%,
+  count_many's Python side (ranges in, ints out) 20%, backtrack_short 13% (cuts across a
+  whole-text boundary, e.g. a slice ending inside a whitespace run). Build: the tables 30%
+  (is_valid_pair about a third of that), next_piece_end + run_any 20%.
 """
 
 from cpython.object cimport PyObject_LengthHint
@@ -80,10 +127,11 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
+from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
 from bpecore.prefix cimport piece_horizon
 from bpecore.pretokenize cimport PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX, char_flags, next_piece_end
-from bpecore.vocab cimport VocabView
+from bpecore.vocab cimport VocabView, hash_u64, is_valid_pair, load_head, lookup_piece, piece_hash
 
 
 cdef extern from "_unicode_tables.h":
@@ -122,17 +170,13 @@ cdef struct _Head:
 
 cdef enum:
     SEEN_MIN = 4          #: shorter pieces are one table lookup anyway
+    SEEN_SLOTS_MAX = (1 << 20) - 1  #: slot mask cap of the repeated-piece table
     NEAR = 32             #: _last_stable: bytes scanned below b, then pieces stepped down
     GIL_BYTES = 16384     #: count() releases the GIL only for slices longer than this
+    TABLE_MAX = 1024      #: longer pieces get no prefix/suffix counts (< 2**15: they fit piece_at's inner entries)
+    CAND_PER_BYTE = 8     #: _piece_table gives up past this many tokens per byte (English: 3.4)
+    CAND_SLACK = 16
     F_L = BPE_UT_LU | BPE_UT_LL | BPE_UT_LT | BPE_UT_LM | BPE_UT_LO    #: \p{L}
-
-
-cdef inline uint64_t _fnv(const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    cdef uint64_t h = 1469598103934665603ULL
-    cdef Py_ssize_t i
-    for i in range(n):
-        h = (h ^ p[i]) * 1099511628211ULL
-    return h ^ (h >> 29)
 
 
 cdef inline uint8_t _flags(const uint8_t* s, Py_ssize_t p, Py_ssize_t* w) noexcept nogil:
@@ -165,11 +209,111 @@ cdef inline Py_ssize_t _horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
     return piece_horizon(kind, s, n, pos, e)
 
 
+cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n, Py_ssize_t maxlen,
+                             int32_t* inner, vector[uint32_t]& work) noexcept nogil:
+    """Token count of p[:n] (n >= 2), and inner[x - 1] = ~(pre << 16 | suf) for 0 < x < n, where
+    pre = count(p[:x]) and suf = count(p[x:]) (0 when too large). Returns -1, leaving inner alone,
+    when some byte has no token.
+
+    One forward trie walk per start j lists the tokens p[j:j + l], shortest first (``tok``/``tlen``
+    from ``off[j]``). Then the prefix rule (README, "How it works"): the last token of p[:x] is the
+    longest token t = p[j:x] with j = 0 or last[j] compatible with t; taking starts in increasing
+    order, the first such t met for x is the longest, and the single byte (met last) needs no check.
+    The mirror rule gives the first token of every suffix p[k:].
+    """
+    cdef Py_ssize_t j, k, x, d, c, stop, bound = CAND_PER_BYTE * n + CAND_SLACK + maxlen + 1
+    cdef uint64_t key, h, e, kk
+    cdef uint32_t node, t
+    if <Py_ssize_t>work.size() < 5 * (n + 1) + 2 * bound:
+        work.resize(5 * (n + 1) + 2 * bound)
+    cdef uint32_t* off = work.data()
+    cdef uint32_t* last = off + (n + 1)
+    cdef uint32_t* pcnt = last + (n + 1)
+    cdef uint32_t* first = pcnt + (n + 1)
+    cdef uint32_t* scnt = first + (n + 1)
+    cdef uint32_t* tok = scnt + (n + 1)
+    cdef uint32_t* tlen = tok + bound
+    for x in range(n + 1):
+        last[x] = NO_TOKEN
+    pcnt[0] = 0
+    c = 0
+    for j in range(n):
+        # every token ending at j starts before j and was met already: last[j] is final
+        if j and last[j] == NO_TOKEN:
+            return -1
+        off[j] = c
+        t = v.byte_token[p[j]]
+        if t == NO_TOKEN:
+            return -1
+        tok[c] = t
+        tlen[c] = 1
+        c += 1
+        if last[j + 1] == NO_TOKEN:
+            last[j + 1] = t
+            pcnt[j + 1] = pcnt[j] + 1
+        if j + 1 == n:
+            continue
+        e = v.first2x[(<uint32_t>p[j] << 8) | p[j + 1]]
+        node = <uint32_t>e
+        if node == NO_TOKEN:
+            continue
+        if (e >> 32) != NO_TOKEN:
+            t = <uint32_t>(e >> 32)
+            tok[c] = t
+            tlen[c] = 2
+            c += 1
+            if last[j + 2] == NO_TOKEN and (j == 0 or is_valid_pair(v, last[j], t)):
+                last[j + 2] = t
+                pcnt[j + 2] = pcnt[j] + 1
+        d = j + 2
+        while d < n:
+            key = ((<uint64_t>node + 1) << 8) | p[d]
+            h = hash_u64(key) & v.trie_mask
+            while True:
+                kk = v.trie[h].key
+                if kk == key or kk == 0:
+                    break
+                h = (h + 1) & v.trie_mask
+            if kk == 0:
+                break
+            node = v.trie[h].child
+            d += 1
+            t = v.trie[h].token
+            if t != NO_TOKEN:
+                tok[c] = t
+                tlen[c] = <uint32_t>(d - j)
+                c += 1
+                if last[d] == NO_TOKEN and (j == 0 or is_valid_pair(v, last[j], t)):
+                    last[d] = t
+                    pcnt[d] = pcnt[j] + 1
+        if c > CAND_PER_BYTE * (j + 1) + CAND_SLACK:
+            # runs of one character (spaces, 'a'): a token of every length from every start
+            return -1
+    off[n] = c
+    scnt[n] = 0
+    k = n - 1
+    while k >= 0:
+        c = off[k + 1] - 1
+        while c > <Py_ssize_t>off[k]:
+            stop = k + tlen[c]
+            if stop == n or is_valid_pair(v, tok[c], first[stop]):
+                break
+            c -= 1
+        first[k] = tok[c]
+        scnt[k] = scnt[k + tlen[c]] + 1
+        k -= 1
+    for x in range(1, n):
+        inner[x - 1] = ~<int32_t>((pcnt[x] << 16) | scnt[x])
+    return pcnt[n]
+
+
 cdef class IntervalCounter:
     """Counts of slices of one text.
 
     Fields: ``piece_at[x]`` = number of pieces ending at or before byte x when x is a piece
-    boundary of the whole text, else -1 (x in 0..n). ``pieces[m]`` (m = 0..number of pieces) =
+    boundary of the whole text (x in 0..n); inside a piece P it is negative: ~(pre << 16 | suf),
+    pre = tokens of P's bytes before x, suf = tokens of P's bytes from x (0: not known, -1 when
+    both are: P is longer than TABLE_MAX or a one-character run). ``pieces[m]`` (m = 0..number of pieces) =
     the running token count ``cum``, the ``end`` of piece m (1-based; ``pieces[0]`` is all zero)
     and ``reach``, the max horizon of pieces 1..m. ``char_byte[c]`` = byte offset of character c
     (empty for ASCII text). ``scratch``/``bits``/``head``: buffers and the slice-start cache of
@@ -234,13 +378,18 @@ cdef class IntervalCounter:
         cdef _Seen* slot
         cdef _Piece piece
         cdef uint64_t mask = 255, hashed
+        cdef int shift = 56
         cdef Py_ssize_t pcount
-        while mask < 65535 and (<Py_ssize_t>mask << 6) < self.n:
+        cdef int32_t* at
+        cdef vector[uint32_t] work
+        while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << 4) < self.n:
             mask = (mask << 1) | 1
+            shift -= 1
         with nogil:
             seen.resize(mask + 1)
             self.piece_at.assign(self.n + 1, -1)
             self.piece_at[0] = 0
+            at = self.piece_at.data()
             # about 4 bytes per piece in English, 3-6 in other scripts: grown at most once or twice
             self.pieces.reserve(self.n // 4 + 16)
             piece.cum = 0
@@ -250,18 +399,20 @@ cdef class IntervalCounter:
             while pos < self.n:
                 e = next_piece_end(kind, self.s, self.n, pos)
                 if e - pos >= SEEN_MIN:
-                    # repeated pieces (words, CJK runs) are encoded once per pass
-                    hashed = _fnv(self.s + pos, e - pos) & mask
+                    # repeated pieces (words, CJK runs) are encoded once per pass; their inner
+                    # prefix/suffix counts are copied from the first occurrence
+                    hashed = piece_hash(self.s + pos, e - pos, load_head(self.s + pos, e - pos)) >> shift
                     slot = &seen[hashed]
                     if slot.length == e - pos and memcmp(self.s + slot.start, self.s + pos, e - pos) == 0:
                         pcount = slot.count
+                        memcpy(at + pos + 1, at + slot.start + 1, (e - pos - 1) * sizeof(int32_t))
                     else:
-                        pcount = count_piece(v, self.s + pos, e - pos, self.scratch, self.bits)
+                        pcount = self._count_new(pos, e, work)
                         slot.start = pos
                         slot.length = e - pos
                         slot.count = pcount
                 else:
-                    pcount = count_piece(v, self.s + pos, e - pos, self.scratch, self.bits)
+                    pcount = self._count_new(pos, e, work)
                 piece.cum += pcount
                 h = _horizon(kind, self.s, self.n, pos, e)
                 if h > top:
@@ -271,6 +422,56 @@ cdef class IntervalCounter:
                 self.pieces.push_back(piece)
                 self.piece_at[e] = self.pieces.size() - 1
                 pos = e
+
+    cdef Py_ssize_t _count_new(self, Py_ssize_t pos, Py_ssize_t e, vector[uint32_t]& work) noexcept nogil:
+        """Tokens of the piece [pos, e) met for the first time; fills its inner piece_at entries."""
+        cdef const VocabView* v = &self.encoder.vocab.view
+        cdef const uint8_t* q = self.s + pos
+        cdef int32_t* inner = self.piece_at.data() + pos + 1
+        cdef Py_ssize_t c
+        cdef uint32_t two, three
+        if e - pos == 2 or e - pos == 3:
+            # every prefix and suffix is one byte or two: a first2x read each
+            if v.byte_token[q[0]] != NO_TOKEN and v.byte_token[q[1]] != NO_TOKEN:
+                two = (v.first2x[(<uint32_t>q[0] << 8) | q[1]] >> 32) != NO_TOKEN
+                if e - pos == 2:
+                    inner[0] = ~<int32_t>((1 << 16) | 1)
+                    return 2 - two
+                if v.byte_token[q[2]] != NO_TOKEN:
+                    three = (v.first2x[(<uint32_t>q[1] << 8) | q[2]] >> 32) != NO_TOKEN
+                    inner[0] = ~<int32_t>((1 << 16) | (2 - three))
+                    inner[1] = ~<int32_t>(((2 - two) << 16) | 1)
+                    if lookup_piece(v, q, 3) != NO_TOKEN:
+                        return 1
+                    return 2 if two or three else 3
+        elif 4 <= e - pos <= TABLE_MAX:
+            c = _piece_table(v, q, e - pos, self.encoder.vocab.max_token_len, inner, work)
+            if c >= 0:
+                return c
+        return count_piece(&self.encoder.vocab.view, self.s + pos, e - pos, self.scratch, self.bits)
+
+    cdef inline Py_ssize_t _piece_count(self, Py_ssize_t x, Py_ssize_t e, vector[uint32_t]& scratch,
+                                        vector[uint64_t]& bits) noexcept nogil:
+        """Tokens of the slice piece [x, e) (cut from a slice): from the tables when it is a whole
+        piece of the text, a suffix of one (x inside it, e its end) or a prefix of one (x its start, e
+        inside it); else backtracked."""
+        cdef const int32_t* at = self.piece_at.data()
+        cdef const _Piece* p = self.pieces.data()
+        cdef int32_t mx = at[x], me = at[e]
+        cdef uint32_t raw
+        if me >= 0:
+            if mx < 0:
+                if p[me - 1].end < x:
+                    raw = <uint32_t>(~mx) & 0xFFFF
+                    if raw:
+                        return raw
+            elif me == mx + 1:
+                return p[me].cum - p[mx].cum
+        elif mx >= 0 and e < p[mx + 1].end:
+            raw = <uint32_t>(~me) >> 16
+            if raw:
+                return raw
+        return count_piece(&self.encoder.vocab.view, self.s + x, e - x, scratch, bits)
 
     def __len__(self):
         return self.nchars
@@ -330,12 +531,12 @@ cdef class IntervalCounter:
                 m += 1
                 pos = e
             else:
-                total += count_piece(v, self.s + pos, e - pos, scratch, bits)
+                total += self._piece_count(pos, e, scratch, bits)
                 pos = e
                 break
         while pos < b:
             e = next_piece_end(kind, self.s, b, pos)
-            total += count_piece(v, self.s + pos, e - pos, scratch, bits)
+            total += self._piece_count(pos, e, scratch, bits)
             pos = e
         return total
 
@@ -370,7 +571,7 @@ cdef class IntervalCounter:
                     return total + self._from_boundary(m, j, b, scratch, bits)
                 build = False
             e = next_piece_end(kind, self.s, b, pos)
-            total += count_piece(v, self.s + pos, e - pos, scratch, bits)
+            total += self._piece_count(pos, e, scratch, bits)
             if build:
                 # horizon within s[:b]: a piece whose horizon is <= b is also cut so from s[:n]
                 h = _horizon(kind, self.s, b, pos, e)

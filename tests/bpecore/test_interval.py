@@ -100,3 +100,69 @@ def test_threads_share_one_counter(corpus):
     for t in threads:
         t.join()
     assert got == expected
+
+
+# Every piece of 2..TABLE_MAX bytes keeps the counts of its prefixes and suffixes (interval.pyx,
+# _piece_table); a repeated piece copies them from its first occurrence; runs with more than
+# CAND_PER_BYTE tokens per byte and longer pieces keep none and are backtracked. These texts put
+# slice ends inside each kind: long words, CJK runs, whitespace and digit runs, contractions.
+TABLE_MAX = 1024
+PIECE_TEXTS = [
+    " internationalization 中华人民共和国的首都是北京 don't   \n\n  12345 ... ----- aaaa",
+    "Hello world, hello world! The informational internationalization of informatics.",
+    "東京都は日本の首都です。東京都は日本の首都です。 सूचना प्रौद्योगिकी Привет, мир!",
+    "x = [1, 2, 3]\n\tif (a != b) { return 'c'; }\n" + " " * 40 + "end\r\n",
+    "      " * 12 + "a" * 50 + "\n" * 7 + "=" * 30 + " abc",
+]
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern"])
+@pytest.mark.parametrize("text", PIECE_TEXTS, ids=range(len(PIECE_TEXTS)))
+def test_every_slice_of_short_texts(name, text):
+    """All (i, j): every inner prefix/suffix count is read by some head or tail, through
+    count_many (fresh head cache) and single count() (head cache built on each start)."""
+    enc = encoding(name)
+    ic = enc.interval_counter(text)
+    n = len(text)
+    pairs = [(i, j) for i in range(n + 1) for j in range(i, n + 1)]
+    expected = [enc.count(text[i:j]) for i, j in pairs]
+    assert ic.count_many(pairs) == expected
+    assert [ic.count(i, j) for i, j in pairs] == expected
+    assert ic.total == enc.count(text)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_pieces_past_the_table_limits(name):
+    """A letter run longer than TABLE_MAX and one-character runs that give up the table."""
+    enc = encoding(name)
+    text = "start " + "ab" * (TABLE_MAX // 2 + 40) + " mid " + " " * 300 + "z" + "9" * 50 + " end"
+    ic = enc.interval_counter(text)
+    rng = random.Random(name)
+    cuts = [0, 3, 6, 7, 300, TABLE_MAX + 1, TABLE_MAX + 87, TABLE_MAX + 90, len(text) - 360, len(text) - 200,
+            len(text) - 58, len(text) - 30, len(text) - 2, len(text)]
+    cuts += [rng.randrange(len(text) + 1) for _ in range(30)]
+    for i in cuts:
+        for j in cuts:
+            if i <= j:
+                assert ic.count(i, j) == enc.count(text[i:j]), (i, j)
+
+
+words = st.sampled_from(["information", " information", "tion", " the", "中华人民", "共和国", "北京", " don't",
+                         "  ", "\n", "123456", "...", "ab", " x", "Σίσυφος", "🙂🙂", "\t"])
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern"])
+@given(parts=st.lists(words, min_size=1, max_size=30), data=st.data())
+def test_hyp_slices_ending_inside_repeated_pieces(name, parts, data):
+    """Repeated words (their inner counts copied from the first occurrence), ends anywhere."""
+    enc = encoding(name)
+    text = "".join(parts)
+    ic = enc.interval_counter(text)
+    n = len(text)
+    pairs = []
+    for _ in range(12):
+        i = data.draw(st.integers(0, n))
+        j = data.draw(st.integers(i, n))
+        pairs.append((i, j))
+        assert ic.count(i, j) == enc.count(text[i:j]), (i, j)
+    assert ic.count_many(pairs) == [enc.count(text[i:j]) for i, j in pairs]
