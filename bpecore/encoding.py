@@ -472,17 +472,22 @@ class Encoding:
                 best = k
         return best
 
-    def interval_counter(self, text: str) -> IntervalCounter:
+    def interval_counter(self, text: str, *, piece_tables: bool = True) -> IntervalCounter:
         """Counter of ``count(text[i:j])`` for any ``0 <= i <= j <= len(text)``, after one pass.
+
+        ``piece_tables`` (default): the pass also stores, at every byte inside a piece, the counts
+        of the piece's parts before and after it, so that queries ending inside pieces need no
+        encoding. That makes the pass 1.3-2x slower and each query about 2x faster: it pays from
+        about one query per 24 bytes of text on. Pass False for fewer queries (the chunker does).
 
         >>> ic = get_encoding("cl100k_base").interval_counter("hello world")
         >>> ic.count(0, 5), ic.count(5, 11)
         (1, 1)
         """
         try:
-            return IntervalCounter(self._core, text)
+            return IntervalCounter(self._core, text, piece_tables)
         except UnicodeEncodeError:
-            return IntervalCounter(self._core, _clean(text))
+            return IntervalCounter(self._core, _clean(text), piece_tables)
 
     def appendable_counter(self) -> AppendableCounter:
         """A counter whose ``push(s)`` appends ``s`` and returns the count of all text so far."""

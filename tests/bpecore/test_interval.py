@@ -116,13 +116,15 @@ PIECE_TEXTS = [
 ]
 
 
+@pytest.mark.parametrize("tables", [True, False], ids=["tables", "no_tables"])
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern"])
 @pytest.mark.parametrize("text", PIECE_TEXTS, ids=range(len(PIECE_TEXTS)))
-def test_every_slice_of_short_texts(name, text):
+def test_every_slice_of_short_texts(name, text, tables):
     """All (i, j): every inner prefix/suffix count is read by some head or tail, through
-    count_many (fresh head cache) and single count() (head cache built on each start)."""
+    count_many (fresh head cache) and single count() (head cache built on each start); without
+    the tables every partial piece is backtracked."""
     enc = encoding(name)
-    ic = enc.interval_counter(text)
+    ic = enc.interval_counter(text, piece_tables=tables)
     n = len(text)
     pairs = [(i, j) for i in range(n + 1) for j in range(i, n + 1)]
     expected = [enc.count(text[i:j]) for i, j in pairs]
