@@ -1,23 +1,50 @@
 """Batch encode/count on native threads: ``encode_batch(core, texts, num_threads, count_only)``.
 
-The calling thread takes what only the GIL can give (each text's UTF-8 or PEP 393 buffer, and for
-PAT_REGEX the `regex` module's piece ends) and publishes the texts one by one; num_threads - 1
-std::threads and the caller itself (GIL released) claim texts from one atomic counter, so the load
-balances itself whatever the order and sizes. Non-ASCII texts become UTF-8 on the claiming thread.
-Token lists are built by the caller, in order, while the other threads keep encoding. Work is
+The calling thread takes what only the GIL can give (each text's UTF-8, or the PEP 393 buffer of a
+long non-ASCII one, and for PAT_REGEX the `regex` module's piece ends) and publishes the texts one
+by one to num_threads - 1 std::threads already running; they and the caller (GIL released) claim
+texts from one atomic counter, so the load balances itself whatever the order and sizes. Token
+lists are built by the caller, in order, while the other threads keep encoding. Work is
 encode_text's per text (backtrack.pyx): O(n) on average, O(n * L) in the worst case (L = longest
 token; random base64), plus the `regex` scan for PAT_REGEX (serial, under the GIL, overlapped
 with the encoding). Memory: per text, its ids until the caller turns them into a list (encode)
 or one count; per thread, the UTF-8 of its largest non-ASCII text.
 """
 
-# Performance notes (count_batch / encode_batch of benches/bench_encode.py `batches`: 1,220 texts
-# of 2.5 KB, English + code + multilingual, medians of alternating 1- and 2-thread calls in one
-# process; the 2-core VM runs each core 12-18% slower when both are busy).
-#   0. Before (encoding.py over ThreadPoolExecutor, one interleaved share per thread through
+# Performance notes. benches/bench_encode.py --batches (count_batch / encode_batch of 1,220 texts
+# of 2.5 KB, 3.15 MB, English + code + multilingual in that order; medians of 1- and 2-thread
+# calls alternating in one process). The 2-core VM is shared: other jobs came and went within a
+# run, so only runs whose 2-thread CPU/wall was >= 1.8 count, and each core runs 12-18% slower
+# when both are busy (two independent processes show it too).
+#   0. Before (encoding.py: ThreadPoolExecutor, one interleaved share per thread through
 #      BacktrackEncoder.encode_many): 2 threads 1.33-1.62x one thread. The second thread started
-#      2-5 ms late (thread creation, then it waited for the GIL the first held while taking its
-#      share's UTF-8), and the result lists were built after encoding, serially, under the GIL.
+#      2-5 ms late (thread creation, then the GIL, held by the first while it took its share's
+#      UTF-8), and the result lists were built after encoding, serially, under the GIL.
+#   1. This module: threads started before the texts are prepared, texts published one by one,
+#      claimed from one counter, lists built by the caller while the others encode. Thread CPU
+#      (load 3.5): the caller and the worker each do 49-51% of the work (count cl100k: 33.2 and
+#      33.7 ms against 64.8 ms on one thread). Quiet window: 2-thread CPU summed over both
+#      threads vs one thread: count +6-8%, encode +15% (cl100k) / +32% (o200k): the ids cross
+#      cores to the list-building caller, and the lists' int objects are touched there.
+#   2. Non-ASCII texts converted by utf8_size + utf8_fill on the claiming thread: callgrind, 203
+#      texts, one thread: count 56.0M instructions vs encode_many's 50.7M (+10.5%) when CPython
+#      had cached the strs' UTF-8, +4.4% on fresh strs (CPython's encoder: 3.0M; ours 5.3M).
+#      Now texts under NOGIL_UTF8_CHARS take CPython's UTF-8 under the GIL on the caller, while
+#      the others encode: 50.8M vs 50.7M (count), 54.5M vs 54.8M (encode). Kept.
+#   3. encoding.py: the default special-token check was one _check_special per text, 3.75 ms of
+#      Python for the 1,220 texts, serial before any thread starts (~10% of the 2-thread wall
+#      time of encode_batch); sets once per call and a memchr prefilter: 0.32 ms.
+#   4. Thread start + join costs ~80 us here (waking the idle vCPU): 2 texts of 500 chars 9 us
+#      on one thread, 95 us on two; 8 x 2,000 chars 0.78x, 16 x 2,000 1.13x, 4 x 8,000 0.90x,
+#      8 x 8,000 1.41x. Encoding's minimum of 16K chars per thread (break-even) kept.
+#   5. A/B in one process (encode, 11 rounds, load 1.1-1.3): freeing each text's ids once listed
+#      vs all at the end (cross-thread free), and the caller's backlog m/16 vs m/256 vs m (no
+#      overlap): all within the noise (cl100k 1.46-1.75x, o200k 1.75-1.82x). Kept m/16 and
+#      freeing early (memory bounded by the backlog, few GIL re-acquisitions: a busy event loop
+#      can hold each one up to the 5 ms switch interval).
+#   Not done: a persistent pool (would save 4's start-up on small batches; the idle vCPU still
+#   has to wake); splitting one long text across threads (a batch of 3 texts on 2 threads is
+#   balanced to within one text only).
 
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 from libc.stdint cimport uint8_t, uint32_t
