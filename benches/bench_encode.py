@@ -1,6 +1,6 @@
 """encode_ordinary / count throughput: bpecore vs tiktoken and the other installed peers.
 
-    python benches/bench_encode.py [--size 1000000] [--reps 5] [--quick] [--clock cpu] [--corpora a,b]
+    python benches/bench_encode.py [--size 1000000] [--reps 5] [--quick] [--clock cpu] [--corpora a,b] [--batches]
 
 One process, contenders run interleaved (one run of each per round; the median of ``--reps``
 rounds is reported), single thread, on the first ``--size`` characters of every shared corpus
@@ -222,10 +222,16 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="english, code, multilingual only; no extra sections")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="main table: wall or thread CPU time")
     ap.add_argument("--corpora", help="comma-separated corpora for the main table (implies no extra sections)")
+    ap.add_argument("--batches", action="store_true", help="only the batch table (2 threads vs 1)")
     args = ap.parse_args()
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     print(f"# bench_encode at {commit}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
+    if args.batches:
+        print(f"load average before: {os.getloadavg()[0]:.2f}")
+        batches(args.reps)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return
     names = args.corpora.split(",") if args.corpora else CORPORA[:3] if args.quick else CORPORA
     main_table(args.size, args.reps, names, clock)
     if args.quick or args.corpora:

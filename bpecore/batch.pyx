@@ -1,0 +1,382 @@
+"""Batch encode/count on native threads: ``encode_batch(core, texts, num_threads, count_only)``.
+
+The calling thread takes what only the GIL can give (each text's UTF-8, or the PEP 393 buffer of a
+long non-ASCII one, and for PAT_REGEX the `regex` module's piece ends) and publishes the texts one
+by one to num_threads - 1 std::threads already running; they and the caller (GIL released) claim
+texts from one atomic counter, so the load balances itself whatever the order and sizes. Token
+lists are built by the caller, in order, while the other threads keep encoding. Work is
+encode_text's per text (backtrack.pyx): O(n) on average, O(n * L) in the worst case (L = longest
+token; random base64), plus the `regex` scan for PAT_REGEX (serial, under the GIL, overlapped
+with the encoding). Memory: per text, its ids until the caller turns them into a list (encode)
+or one count; per thread, the UTF-8 of its largest non-ASCII text.
+"""
+
+# Performance notes. benches/bench_encode.py --batches (count_batch / encode_batch of 1,220 texts
+# of 2.5 KB, 3.15 MB, English + code + multilingual in that order; medians of 1- and 2-thread
+# calls alternating in one process). The 2-core VM is shared: other jobs came and went within a
+# run, so only runs whose 2-thread CPU/wall was >= 1.8 count, and each core runs 12-18% slower
+# when both are busy (two independent processes show it too).
+#   0. Before (encoding.py: ThreadPoolExecutor, one interleaved share per thread through
+#      BacktrackEncoder.encode_many): 2 threads 1.33-1.62x one thread. The second thread started
+#      2-5 ms late (thread creation, then the GIL, held by the first while it took its share's
+#      UTF-8), and the result lists were built after encoding, serially, under the GIL.
+#   1. This module: threads started before the texts are prepared, texts published one by one,
+#      claimed from one counter, lists built by the caller while the others encode. Thread CPU
+#      (load 3.5): the caller and the worker each do 49-51% of the work (count cl100k: 33.2 and
+#      33.7 ms against 64.8 ms on one thread). Quiet window: 2-thread CPU summed over both
+#      threads vs one thread: count +6-8%, encode +15% (cl100k) / +32% (o200k): the ids cross
+#      cores to the list-building caller, and the lists' int objects are touched there.
+#   2. Non-ASCII texts converted by utf8_size + utf8_fill on the claiming thread: callgrind, 203
+#      texts, one thread: count 56.0M instructions vs encode_many's 50.7M (+10.5%) when CPython
+#      had cached the strs' UTF-8, +4.4% on fresh strs (CPython's encoder: 3.0M; ours 5.3M).
+#      Now texts under NOGIL_UTF8_CHARS take CPython's UTF-8 under the GIL on the caller, while
+#      the others encode: 50.8M vs 50.7M (count), 54.5M vs 54.8M (encode). Kept.
+#   3. encoding.py: the default special-token check was one _check_special per text, 3.75 ms of
+#      Python for the 1,220 texts, serial before any thread starts (~10% of the 2-thread wall
+#      time of encode_batch); sets once per call and a memchr prefilter: 0.32 ms.
+#   4. Thread start + join costs ~80 us here (waking the idle vCPU): 2 texts of 500 chars 9 us
+#      on one thread, 95 us on two; 8 x 2,000 chars 0.78x, 16 x 2,000 1.13x, 4 x 8,000 0.90x,
+#      8 x 8,000 1.41x. Encoding's minimum of 16K chars per thread (break-even) kept.
+#   5. A/B in one process (encode, 11 rounds, load 1.1-1.3): freeing each text's ids once listed
+#      vs all at the end (cross-thread free), and the caller's backlog m/16 vs m/256 vs m (no
+#      overlap): all within the noise (cl100k 1.46-1.75x, o200k 1.75-1.82x). Kept m/16 and
+#      freeing early (memory bounded by the backlog, few GIL re-acquisitions: a busy event loop
+#      can hold each one up to the 5 ms switch interval).
+#   Not done: a persistent pool (would save 4's start-up on small batches; the idle vCPU still
+#   has to wake); splitting one long text across threads (a batch of 3 texts on 2 threads is
+#   balanced to within one text only).
+
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
+from libc.stdint cimport uint8_t, uint32_t
+from libcpp.vector cimport vector
+
+from bpecore.backtrack cimport BacktrackEncoder, encode_text, utf8_fill, utf8_size
+from bpecore.pretokenize cimport PAT_REGEX
+from bpecore.vocab cimport VocabView
+
+from bpecore._text import clean
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object text)
+
+cdef extern from * nogil:
+    """
+    #include <atomic>
+    #include <condition_variable>
+    #include <memory>
+    #include <mutex>
+    #include <thread>
+    #include <vector>
+
+    typedef void (*bpe_task)(void*);
+
+    /* What the threads of one batch call share. Texts are claimed in order from next_; the
+       caller, which prepares them under the GIL, says in ready_ how many are prepared; state_[i]
+       is 0 until text i is finished, then 1 (result written) or 2 (lone surrogate: the caller
+       redoes it). stop() ends the claiming and wakes waiters; the destructor stops and joins. */
+    class BpeWork {
+      public:
+        BpeWork() {}
+        ~BpeWork() { stop(); join(); }
+        void reset(Py_ssize_t n) {
+            state_.reset(new std::atomic<unsigned char>[n > 0 ? n : 1]());
+            size_ = n;
+        }
+        Py_ssize_t size() const { return size_; }
+        Py_ssize_t claim() { return next_.fetch_add(1); }
+        /* Wait until text i is prepared; false if the call was stopped first. */
+        bool wait_ready(Py_ssize_t i) {
+            if (ready_.load() > i) return true;
+            std::unique_lock<std::mutex> lock(mutex_);
+            ++waiting_;
+            cv_.wait(lock, [&] { return ready_.load() > i || stopped_.load(); });
+            --waiting_;
+            return ready_.load() > i && !stopped_.load();
+        }
+        void publish(Py_ssize_t k) {
+            ready_.store(k);
+            if (waiting_.load()) {
+                std::lock_guard<std::mutex> guard(mutex_);
+                cv_.notify_all();
+            }
+        }
+        void finish(Py_ssize_t i, unsigned char how) { state_[i].store(how, std::memory_order_release); }
+        int state(Py_ssize_t i) const { return state_[i].load(std::memory_order_acquire); }
+        void stop() {
+            stopped_.store(true);
+            next_.store(size_);
+            std::lock_guard<std::mutex> guard(mutex_);
+            cv_.notify_all();
+        }
+        bool failed() const { return failed_.load(); }
+        /* fn(ctx), a C++ exception (bad_alloc) caught: the call fails and everyone stops. */
+        int guarded(bpe_task fn, void* ctx) {
+            try {
+                fn(ctx);
+                return 0;
+            } catch (...) {
+                failed_.store(true);
+                stop();
+                return -1;
+            }
+        }
+        /* Start up to n threads running guarded(fn, ctx); returns how many started. */
+        int start(int n, bpe_task fn, void* ctx) {
+            try {
+                threads_.reserve(n);
+                for (int k = 0; k < n; ++k)
+                    threads_.emplace_back([this, fn, ctx] { guarded(fn, ctx); });
+            } catch (...) {
+            }
+            return (int)threads_.size();
+        }
+        void join() {
+            for (auto& t : threads_)
+                if (t.joinable()) t.join();
+            threads_.clear();
+        }
+
+      private:
+        std::atomic<Py_ssize_t> next_{0}, ready_{0};
+        std::atomic<int> waiting_{0};
+        std::atomic<bool> stopped_{false}, failed_{false};
+        Py_ssize_t size_ = 0;
+        std::unique_ptr<std::atomic<unsigned char>[]> state_;
+        std::mutex mutex_;
+        std::condition_variable cv_;
+        std::vector<std::thread> threads_;
+    };
+    """
+    ctypedef void (*bpe_task)(void*) noexcept nogil
+    cdef cppclass BpeWork:
+        BpeWork()
+        void reset(Py_ssize_t n) except +
+        Py_ssize_t size()
+        Py_ssize_t claim()
+        bint wait_ready(Py_ssize_t i)
+        void publish(Py_ssize_t k)
+        void finish(Py_ssize_t i, unsigned char how)
+        int state(Py_ssize_t i)
+        void stop()
+        bint failed()
+        int guarded(bpe_task fn, void* ctx)
+        int start(int n, bpe_task fn, void* ctx)
+        void join()
+
+
+cdef enum:
+    #: Non-ASCII texts of this many characters or more become UTF-8 on the claiming thread, GIL
+    #: released (backtrack.pyx's text_utf8 draws the same line); shorter ones by CPython under the
+    #: GIL (cached in the str; 40% fewer instructions than utf8_size + utf8_fill, Performance notes).
+    NOGIL_UTF8_CHARS = 65536
+
+
+cdef enum:
+    PENDING = 0     #: BpeWork state: not finished
+    DONE = 1        #: finished, result written
+    REDO = 2        #: holds a lone surrogate: the caller encodes clean(text) itself
+
+
+cdef struct Text:
+    # One text as the threads see it; the str is immutable and the caller holds it.
+    const uint8_t* s        #: its UTF-8, or NULL: the claiming thread converts ``data``
+    Py_ssize_t n            #: bytes of ``s``, or code points of ``data``
+    const void* data        #: PEP 393 buffer (``s`` NULL)
+    unsigned int kind       #: its code unit width, 1, 2 or 4 (``s`` NULL)
+
+
+cdef struct Batch:
+    # One call's inputs and outputs, shared by its threads (each text written by one thread).
+    BpeWork* work
+    const VocabView* v
+    int kind                        #: pretokenize.PatternKind
+    bint count_only
+    Text* texts
+    vector[Py_ssize_t]* ends        #: PAT_REGEX: byte ends of each text's pieces; else NULL
+    Py_ssize_t* counts              #: count_only: token count of each text
+    vector[uint32_t]* outs          #: encode: ids of each text (internal ids), freed once listed
+    # The caller's side (encode): texts before ``scan`` are finished, lists built before ``built``.
+    Py_ssize_t scan
+    Py_ssize_t built
+    Py_ssize_t backlog              #: the caller stops encoding to build lists once this many wait
+    bint exhausted                  #: no text left to claim
+
+
+cdef void encode_one(Batch* b, Py_ssize_t i, vector[uint32_t]& scratch, vector[uint8_t]& buf,
+                     vector[Py_ssize_t]& no_ends) noexcept nogil:
+    """Encode or count text ``i`` into its slot, then mark it finished."""
+    cdef const Text* t = &b.texts[i]
+    cdef const uint8_t* s = t.s
+    cdef Py_ssize_t n = t.n
+    cdef vector[uint32_t]* out = &scratch if b.count_only else &b.outs[i]
+    if s == NULL:
+        n = utf8_size(t.kind, t.data, t.n)
+        if n < 0:
+            b.work.finish(i, REDO)
+            return
+        if <Py_ssize_t>buf.size() < n:
+            buf.resize(n)
+        utf8_fill(t.kind, t.data, t.n, buf.data())
+        s = buf.data()
+    if not b.count_only:
+        out.reserve(n // 3 + 16)
+    if b.ends != NULL:
+        n = encode_text(b.v, b.kind, s, n, b.ends[i], out[0], b.count_only)
+    else:
+        n = encode_text(b.v, b.kind, s, n, no_ends, out[0], b.count_only)
+    if b.count_only:
+        b.counts[i] = n
+    b.work.finish(i, DONE)
+
+
+cdef void run_texts(void* p) noexcept nogil:
+    """A thread's loop: claim the next text, wait until it is prepared, encode it; until none left."""
+    cdef Batch* b = <Batch*>p
+    cdef vector[uint32_t] scratch
+    cdef vector[uint8_t] buf
+    cdef vector[Py_ssize_t] no_ends
+    cdef Py_ssize_t i
+    while True:
+        i = b.work.claim()
+        if i >= b.work.size() or not b.work.wait_ready(i):
+            return
+        encode_one(b, i, scratch, buf, no_ends)
+
+
+cdef void caller_step(void* p) noexcept nogil:
+    """The caller's loop (encode, every text prepared): as run_texts, but return once ``backlog``
+    finished texts wait for their lists, or when no text is left (``exhausted``)."""
+    cdef Batch* b = <Batch*>p
+    cdef vector[uint32_t] scratch
+    cdef vector[uint8_t] buf
+    cdef vector[Py_ssize_t] no_ends
+    cdef Py_ssize_t i, m = b.work.size()
+    while True:
+        while b.scan < m and b.work.state(b.scan) != PENDING:
+            b.scan += 1
+        if b.scan - b.built >= b.backlog:
+            return
+        i = b.work.claim()
+        if i >= m:
+            b.exhausted = True
+            return
+        encode_one(b, i, scratch, buf, no_ends)
+
+
+cdef int build_lists(BacktrackEncoder core, tuple items, Batch* b, list result) except -1:
+    """result[i] for the finished texts ``built <= i < scan``; their id vectors are freed."""
+    cdef Py_ssize_t i
+    for i in range(b.built, b.scan):
+        if b.work.state(i) == REDO:
+            result[i] = core.encode(clean(items[i]))
+        else:
+            result[i] = core._to_list(b.outs[i])
+            b.outs[i].clear()
+            b.outs[i].shrink_to_fit()
+    b.built = b.scan
+    return 0
+
+
+def encode_batch(BacktrackEncoder core, texts, Py_ssize_t num_threads, bint count_only=False):
+    """[core.encode(t) for t in texts] (or core.count), on ``num_threads`` threads (the caller
+    included; at most one per text). Lone surrogates are replaced by U+FFFD, as Encoding does for
+    single texts. Raises TypeError for an item that is not a str, MemoryError if a thread ran out
+    of memory.
+    """
+    cdef tuple items = tuple(texts)
+    cdef Py_ssize_t m = len(items), i
+    cdef bint regex = core.kind == PAT_REGEX
+    cdef BpeWork work
+    cdef Batch b
+    cdef vector[Text] prepared
+    cdef vector[vector[Py_ssize_t]] ends
+    cdef vector[Py_ssize_t] counts
+    cdef vector[vector[uint32_t]] outs
+    cdef const uint8_t* s
+    cdef Py_ssize_t n
+    cdef str text
+    cdef list result
+    cdef object item
+    if m == 0:
+        return []
+    keep = []   # cleaned texts (lone surrogates): their UTF-8 must outlive the threads
+    work.reset(m)
+    prepared.resize(m)
+    if regex:
+        ends.resize(m)
+    if count_only:
+        counts.resize(m)
+    else:
+        outs.resize(m)
+    b.work = &work
+    b.v = &core.vocab.view
+    b.kind = core.kind
+    b.count_only = count_only
+    b.texts = prepared.data()
+    b.ends = ends.data() if regex else NULL
+    b.counts = counts.data()
+    b.outs = outs.data()
+    b.scan = b.built = 0
+    b.backlog = max(1, m >> 4)
+    b.exhausted = False
+    result = [None] * m
+    try:
+        if num_threads > 1:
+            with nogil:
+                work.start(<int>min(num_threads, m) - 1, run_texts, &b)
+        for i in range(m):
+            item = items[i]
+            if type(item) is not str:   # as the single-text calls: no subclasses either
+                raise TypeError(f"texts[{i}] is {type(item).__name__}, not str")
+            text = item
+            if regex:
+                try:
+                    core._pieces(text, &s, &n, ends[i])
+                except UnicodeEncodeError:
+                    text = clean(text)
+                    keep.append(text)
+                    ends[i].clear()
+                    core._pieces(text, &s, &n, ends[i])
+                prepared[i].s = s
+                prepared[i].n = n
+            elif PyUnicode_IS_ASCII(text):
+                prepared[i].s = <const uint8_t*>PyUnicode_DATA(text)
+                prepared[i].n = PyUnicode_GET_LENGTH(text)
+            elif PyUnicode_GET_LENGTH(text) < NOGIL_UTF8_CHARS:
+                try:
+                    s = <const uint8_t*>PyUnicode_AsUTF8AndSize(text, &n)
+                except UnicodeEncodeError:
+                    text = clean(text)
+                    keep.append(text)
+                    s = <const uint8_t*>PyUnicode_AsUTF8AndSize(text, &n)
+                prepared[i].s = s
+                prepared[i].n = n
+            else:
+                prepared[i].s = NULL
+                prepared[i].n = PyUnicode_GET_LENGTH(text)
+                prepared[i].data = PyUnicode_DATA(text)
+                prepared[i].kind = PyUnicode_KIND(text)
+            work.publish(i + 1)
+        with nogil:
+            if count_only:
+                work.guarded(run_texts, &b)
+            else:
+                while not b.exhausted:
+                    if work.guarded(caller_step, &b) < 0:
+                        break
+                    if b.scan > b.built:
+                        with gil:
+                            build_lists(core, items, &b, result)
+            work.join()
+        if work.failed():
+            raise MemoryError("encode_batch: a thread ran out of memory")
+        if count_only:
+            for i in range(m):
+                result[i] = counts[i] if work.state(i) == DONE else core.count(clean(items[i]))
+        else:
+            b.scan = m
+            build_lists(core, items, &b, result)
+    finally:
+        work.stop()
+        work.join()
+    return result
