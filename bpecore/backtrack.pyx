@@ -148,6 +148,21 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      the memo); english 12.31M -> 12.35M / 11.40M -> 11.44M; code 11.91M -> 11.94M /
 #      10.75M -> 10.78M; multilingual 22.86M -> 23.06M / 23.03M -> 23.22M (+0.8%: backtrack_short
 #      out of line costs 0.19M more than inlined in backtrack_piece).
+#   Issue 3, third follow-up. callgrind Ir of count (encode_text inclusive) on the first 200,000
+#   bytes of each corpus (/tmp-style harness: one count call, --toggle-collect on encode_text), so
+#   these figures are per 200 KB of UTF-8, not per 200K chars as in 14-20. Start (e452448):
+#   o200k english 12.33M, adv_unicode 23.40M, adv_whitespace 67.76M, adv_base64 38.13M, code
+#   11.94M, multilingual 19.69M, adv_repeat_a 7.81M; cl100k adv_base64 33.31M, english 11.42M,
+#   adv_whitespace 79.79M.
+#  21. The token stack of each backtracking loop in plain memory with the last token in a register
+#      (10 did this for backtrack_piece as a whole; now the loops are split, and count no longer
+#      touches a vector for short pieces): short_tokens on a 32-entry array with the dead-end bits
+#      in one word, called directly by count; backtrack_long/backtrack_memo on out's storage.
+#      o200k adv_unicode 23.40M -> 21.50M (-8.1%), adv_base64 -6.3%, adv_whitespace -2.8%; cl100k
+#      adv_base64 -8.4%, adv_whitespace -2.9%; english -1%; adv_repeat_a +1.3% (memset).
+#      backtrack_long grows out by n at once: growing on demand (a check per push) gave back
+#      1.2M of adv_unicode's gain (22.69M); backtrack_memo grows on demand (repetitive pieces
+#      have 8+ bytes per token; growing by n there cost 'a' * n a memset of 4n bytes). Kept.
 #   Left: o200k adv_unicode 83.0M Ir per 200 KB against 82.3M at e01e2c4. Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
 #   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
 #   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
@@ -255,6 +270,7 @@ cdef enum:
     PAIR_MEMO = 256     #: is_valid_pair answers remembered per longer piece (2**8 slots)
     MEMO_SAMPLE = 64    #: leading bytes of a long piece looked at to decide on the memo
     MEMO_DISTINCT = 8   #: the memo is used when they hold at most this many distinct bytes
+    STACK_START = 1024  #: tokens of room a long piece's stack starts with (doubled when full)
 
 
 cdef void longest_matches(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -316,7 +332,7 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
                                 vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
     """encode_piece without the whole-piece lookup (n >= 1)."""
     if 2 <= n <= SHORT_PIECE:
-        return backtrack_short(v, p, n, out, bits)
+        return backtrack_short(v, p, n, out)
     if n > PAIR_MEMO and few_distinct_bytes(p):
         return backtrack_memo(v, p, n, out, bits)
     return backtrack_long(v, p, n, out, bits)
@@ -336,54 +352,85 @@ cdef inline bint few_distinct_bytes(const uint8_t* p) noexcept nogil:
     return distinct <= MEMO_DISTINCT
 
 
-cdef Py_ssize_t backtrack_short(const VocabView* v, const uint8_t* p, Py_ssize_t n,
-                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
-    """backtrack_piece for 2 <= n <= SHORT_PIECE: longest matches of all positions first."""
-    cdef size_t start = out.size()
-    cdef Py_ssize_t pos = 0
+cdef Py_ssize_t short_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                             uint32_t* stack) noexcept nogil:
+    """BPE of p[:n] (2 <= n <= SHORT_PIECE, not itself a token or not) into stack[:k]; returns k.
+
+    Longest matches of all positions first (longest_matches); the token stack, the last token and
+    the dead-end bits (one word: bit i clear = position i is a dead end) stay in registers and
+    on the stack instead of in vectors (Performance notes, step 21).
+    """
+    cdef Py_ssize_t pos = 0, k = 0
     cdef Py_ssize_t end
-    cdef uint32_t last, shorter
-    cdef uint32_t token
+    cdef uint32_t last = NO_TOKEN, shorter, token
+    cdef uint64_t alive = <uint64_t>0xFFFFFFFFFFFFFFFFULL
     cdef uint32_t best[SHORT_PIECE]
-    bits.assign(1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
     longest_matches(v, p, n, best)
     token = best[0]
     while True:
-        last = out.back() if out.size() > start else NO_TOKEN
         end = pos + token_len(v, token)
-        if ((bits[0] >> end) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
-            out.push_back(token)
+        if ((alive >> end) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
+            stack[k] = token
+            k += 1
+            last = token
             pos = end
             if pos == n:
-                break
+                return k
             token = best[pos]
         else:
             shorter = v.next_prefix[token]
             if shorter != NO_TOKEN:
                 token = shorter
             else:
-                bits[0] &= ~(<uint64_t>1 << pos)
-                out.pop_back()
-                pos -= token_len(v, last)
+                alive &= ~(<uint64_t>1 << pos)
+                k -= 1
                 token = last
-    return out.size() - start
+                pos -= token_len(v, token)
+                last = stack[k - 1] if k else NO_TOKEN
+
+
+cdef Py_ssize_t backtrack_short(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                                vector[uint32_t]& out) noexcept nogil:
+    """backtrack_piece for 2 <= n <= SHORT_PIECE (short_tokens, appended to out)."""
+    cdef uint32_t stack[SHORT_PIECE]
+    cdef Py_ssize_t k = short_tokens(v, p, n, stack), i
+    for i in range(k):
+        out.push_back(stack[i])
+    return k
+
+
+cdef Py_ssize_t grow_stack(vector[uint32_t]& out, size_t start, Py_ssize_t cap, Py_ssize_t n) noexcept nogil:
+    """Make room for twice ``cap`` tokens (at most n) after out[:start]; returns the new room."""
+    cap = 2 * cap if 2 * cap < n else n
+    out.resize(start + cap)
+    return cap
 
 
 cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
-    """backtrack_piece for n == 1 or n > SHORT_PIECE, without the pair memo."""
+    """backtrack_piece for n == 1 or n > SHORT_PIECE, without the pair memo.
+
+    The token stack lives in out's storage, grown once by n (a piece of n bytes has at most n
+    tokens; growing on demand cost 5% Ir here) and cut back to the tokens at the end; the last
+    token stays in a register (Performance notes, step 21)."""
     cdef size_t start = out.size()
-    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t pos = 0, k = 0
     cdef Py_ssize_t end
-    cdef uint32_t last, shorter
+    cdef uint32_t last = NO_TOKEN, shorter
     cdef uint32_t token
+    cdef uint32_t* stack
+    cdef uint64_t* alive
     bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
+    alive = bits.data()
+    out.resize(start + n)
+    stack = out.data() + start
     token = next_match(v, p, n)
     while True:
-        last = out.back() if out.size() > start else NO_TOKEN
         end = pos + token_len(v, token)
-        if ((bits[end >> 6] >> (end & 63)) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
-            out.push_back(token)
+        if ((alive[end >> 6] >> (end & 63)) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
+            stack[k] = token
+            k += 1
+            last = token
             pos = end
             if pos == n:
                 break
@@ -393,11 +440,13 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
             if shorter != NO_TOKEN:
                 token = shorter
             else:
-                bits[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
-                out.pop_back()
-                pos -= token_len(v, last)
+                alive[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
+                k -= 1
                 token = last
-    return out.size() - start
+                pos -= token_len(v, token)
+                last = stack[k - 1] if k else NO_TOKEN
+    out.resize(start + k)
+    return k
 
 
 cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -406,23 +455,29 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
     bytes, which ask about the same pairs again and again). A copy of backtrack_long's loop, not
     a flag in it: the flag cost pieces without the memo 4-5% Ir (Performance notes, step 20)."""
     cdef size_t start = out.size()
-    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t pos = 0, k = 0
     cdef Py_ssize_t end
-    cdef uint32_t last, shorter
+    cdef uint32_t last = NO_TOKEN, shorter
     cdef uint32_t token
+    cdef uint32_t* stack
+    cdef Py_ssize_t cap
+    cdef uint64_t* alive
     cdef uint64_t memo_key[PAIR_MEMO]
     cdef uint8_t memo_ok[PAIR_MEMO]
     cdef uint64_t pk
     cdef uint32_t mi
     cdef bint ok
     bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
+    alive = bits.data()
+    cap = n if n < STACK_START else STACK_START
+    out.resize(start + cap)
+    stack = out.data() + start
     for mi in range(PAIR_MEMO):
         memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
     token = next_match(v, p, n)
     while True:
-        last = out.back() if out.size() > start else NO_TOKEN
         end = pos + token_len(v, token)
-        if not ((bits[end >> 6] >> (end & 63)) & 1):
+        if not ((alive[end >> 6] >> (end & 63)) & 1):
             ok = False
         elif last == NO_TOKEN:
             ok = True
@@ -436,7 +491,12 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
                 memo_key[mi] = pk
                 memo_ok[mi] = ok
         if ok:
-            out.push_back(token)
+            if k == cap:
+                cap = grow_stack(out, start, cap, n)
+                stack = out.data() + start
+            stack[k] = token
+            k += 1
+            last = token
             pos = end
             if pos == n:
                 break
@@ -446,11 +506,13 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
             if shorter != NO_TOKEN:
                 token = shorter
             else:
-                bits[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
-                out.pop_back()
-                pos -= token_len(v, last)
+                alive[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
+                k -= 1
                 token = last
-    return out.size() - start
+                pos -= token_len(v, token)
+                last = stack[k - 1] if k else NO_TOKEN
+    out.resize(start + k)
+    return k
 
 
 cdef struct CacheSlot:
@@ -503,6 +565,7 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     cdef uint32_t token, first
     cdef const uint8_t* p
     cdef Pending ring[AHEAD]
+    cdef uint32_t stack[SHORT_PIECE]
     cdef Pending* q
     cdef int cache_bits = 8   # one slot per 64 bytes of text, 256 to 2**CACHE_MAX_BITS slots
     while cache_bits < CACHE_MAX_BITS and (n >> (cache_bits + 6)) > 0:
@@ -567,11 +630,14 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                         token = out[first + k]
                         out.push_back(token)
                 continue
-        if count_only:
-            out.clear()
         if length <= SHORT_PIECE:   # not via backtrack_piece: gcc then inlines both loops there
-            ntok = backtrack_short(v, p, length, out, bits)
+            if count_only:
+                ntok = short_tokens(v, p, length, stack)
+            else:
+                ntok = backtrack_short(v, p, length, out)
         else:
+            if count_only:
+                out.clear()
             ntok = backtrack_piece(v, p, length, out, bits)
         if count_only:
             total += ntok
