@@ -51,7 +51,7 @@ cdef struct VocabView:
     const PairEntry* pairs          #: pair_keys/pair_vals as one table (same slots)
     const uint32_t* byte_token      #: token of the single byte b (256 entries)
     const uint32_t* first2          #: trie node spelled by the bytes b0 b1 (index b0 << 8 | b1), or NO_TOKEN
-    const uint64_t* pair_filter     #: bit hash_u64(key) >> pair_filter_shift set for every pair key
+    const uint64_t* pair_filter     #: bit mul_hash(key) >> pair_filter_shift set for every pair key
     uint32_t pair_filter_shift
     const uint64_t* first2x         #: first2[i] | node_token[first2[i]] << 32 (NO_TOKEN halves when absent)
 
@@ -121,6 +121,14 @@ cdef inline uint64_t hash_bytes(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     return h ^ (h >> 31)
 
 
+cdef inline uint64_t mul_hash(uint64_t k) noexcept nogil:
+    # Hash of the trie and pair tables' keys: slot (h >> 32) & mask (tables up to 2**32 slots),
+    # pair filter bit h >> pair_filter_shift. One multiply; its bits 32 and up depend on all the
+    # key's low bits, which hold the whole key (node < 2**24, token ids < 2**32 with the pair's
+    # left half at bit 32). These probes are backtracking's inner loop (backtrack.pyx notes, 23).
+    return k * 0x9E3779B97F4A7C15ULL
+
+
 cdef inline uint64_t hash_u64(uint64_t k) noexcept nogil:
     k ^= k >> 33
     k *= 0xFF51AFD7ED558CCDULL
@@ -158,11 +166,11 @@ cdef inline uint32_t pair_lookup(const VocabView* v, uint32_t a, uint32_t b) noe
     # The token BPE forms by merging a and b, or NO_TOKEN. Most pairs asked about are not merges;
     # the one-bit-per-slot filter (L2-sized) answers those without touching the table.
     cdef uint64_t key = ((<uint64_t>a << 32) | b) + 1
-    cdef uint64_t hk = hash_u64(key)
+    cdef uint64_t hk = mul_hash(key)
     cdef uint64_t f = hk >> v.pair_filter_shift
     if not ((v.pair_filter[f >> 6] >> (f & 63)) & 1):
         return NO_TOKEN
-    cdef uint64_t i = hk & v.pair_mask
+    cdef uint64_t i = (hk >> 32) & v.pair_mask
     cdef uint64_t k
     while True:
         k = v.pairs[i].key
@@ -175,7 +183,7 @@ cdef inline uint32_t pair_lookup(const VocabView* v, uint32_t a, uint32_t b) noe
 
 cdef inline uint32_t trie_child(const VocabView* v, uint32_t node, uint8_t b) noexcept nogil:
     cdef uint64_t key = ((<uint64_t>node + 1) << 8) | b
-    cdef uint64_t i = hash_u64(key) & v.trie_mask
+    cdef uint64_t i = (mul_hash(key) >> 32) & v.trie_mask
     cdef uint64_t k
     while True:
         k = v.trie_keys[i]
@@ -203,7 +211,7 @@ cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t
     cdef Py_ssize_t j = 2
     while j < n:
         key = ((<uint64_t>node + 1) << 8) | p[j]
-        i = hash_u64(key) & v.trie_mask
+        i = (mul_hash(key) >> 32) & v.trie_mask
         while True:
             k = v.trie[i].key
             if k == key:

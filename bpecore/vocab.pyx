@@ -45,7 +45,7 @@ from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
 from bpecore.vocab cimport (
-    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, hash_u64, is_valid_pair, load_head,
+    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, is_valid_pair, load_head, mul_hash,
     lookup_any, piece_hash, trie_child,
 )
 
@@ -274,7 +274,7 @@ cdef int _rehash_trie(Vocab self, uint64_t size) except -1 nogil:
     table.assign(size, empty)
     for k in range(self.trie.size()):
         if self.trie[k].key != 0:
-            slot = hash_u64(self.trie[k].key) & mask
+            slot = (mul_hash(self.trie[k].key) >> 32) & mask
             while table[slot].key != 0:
                 slot = (slot + 1) & mask
             table[slot] = self.trie[k]
@@ -326,7 +326,7 @@ cdef int _build_trie(Vocab self, vector[uint32_t]& parent, vector[uint32_t]& tok
             self.root_child[p[0]] = node
         for j in range(1, length):
             key = ((<uint64_t>node + 1) << 8) | p[j]
-            slot = hash_u64(key) & mask
+            slot = (mul_hash(key) >> 32) & mask
             while True:
                 k = table[slot].key
                 if k == key:
@@ -378,7 +378,7 @@ cdef inline void _add_pair(Vocab self, uint32_t t1, uint32_t t2, uint32_t i, uin
                            uint32_t filter_bits) noexcept nogil:
     # Record (t1, t2) as token i's split: merge table (pairs; pair_keys/vals are copied from it
     # slot for slot at the end), its filter, split_left/right.
-    cdef uint64_t key = ((<uint64_t>t1 << 32) | t2) + 1, h = hash_u64(key), slot = h & mask
+    cdef uint64_t key = ((<uint64_t>t1 << 32) | t2) + 1, h = mul_hash(key), slot = (h >> 32) & mask
     while self.pairs[slot].key != 0:
         slot = (slot + 1) & mask
     self.pairs[slot].key = key
