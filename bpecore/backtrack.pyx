@@ -181,6 +181,19 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      60.64M (-7.9%), adv_unicode 21.41M -> 19.94M (-6.9%), adv_base64 32.60M -> 31.78M, english
 #      9.95M -> 9.83M, multilingual 18.10M -> 17.33M; cl100k adv_whitespace 77.40M -> 71.38M,
 #      adv_base64 27.95M -> 26.73M; adv_repeat_a 7.91M -> 8.26M (+4%, its 'a' chain walks). Kept.
+#  24. spine_rejects (vocab.pxd): is_valid_pair walks both tokens' spines in decreasing rank order,
+#      so unless it stops earlier its last check is the pair of base tokens at the bottoms against
+#      the lowest-ranked non-base token of either spine; a per-token table (SpineEnds, 16 bytes per
+#      token: 3.2 MB for o200k) gives those four values, and that one probe rejects the pair at
+#      once. On o200k adv_whitespace is_valid_pair is asked 188K times per 188 KB of long pieces,
+#      89% rejected, nearly all at that bottom check after ~7 probes (a Python model of the loop).
+#      A necessary condition only (0 wrong of 600K pairs per vocab; a test keeps it so). Where:
+#      (a) in backtrack_long and backtrack_memo: o200k adv_whitespace 60.64M -> 48.23M, cl100k
+#      71.38M -> 55.25M, but adv_unicode 19.94M -> 25.20M (its pairs of bytes pay the probe twice);
+#      (b) gated on both tokens being merged ones: adv_unicode 20.85M, whitespace 48.97M / 56.20M;
+#      (c) only in backtrack_memo, which now also takes the pieces that start and end with ASCII
+#      whitespace (any length over 32): o200k adv_whitespace 48.84M (-19.5%), cl100k 56.43M
+#      (-21%), adv_unicode 20.12M (+0.9%), other corpora +-0.1%. Kept (c).
 #   Left: o200k adv_unicode 83.0M Ir per 200 KB against 82.3M at e01e2c4. Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
 #   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
 #   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
@@ -208,7 +221,7 @@ from bpecore._types cimport NO_TOKEN
 from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_ends
 from bpecore.vocab cimport (
     PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, load_head, lookup_piece, lookup_piece_hashed,
-    mul_hash, next_match, piece_hash, token_len,
+    mul_hash, next_match, piece_hash, spine_rejects, token_len,
 )
 
 import array as _array
@@ -351,9 +364,15 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
     """encode_piece without the whole-piece lookup (n >= 1)."""
     if 2 <= n <= SHORT_PIECE:
         return backtrack_short(v, p, n, out)
-    if n > PAIR_MEMO and few_distinct_bytes(p):
+    if (is_space(p[0]) and is_space(p[n - 1])) or (n > PAIR_MEMO and few_distinct_bytes(p)):
         return backtrack_memo(v, p, n, out, bits)
     return backtrack_long(v, p, n, out, bits)
+
+
+cdef inline bint is_space(uint8_t c) noexcept nogil:
+    """c is an ASCII space, tab, \\n or \\r: a piece that starts and ends with one is a
+    whitespace run in the shipped patterns (a choice of loop only; any piece is encoded exactly)."""
+    return c == 0x20 or c == 0x09 or c == 0x0A or c == 0x0D
 
 
 cdef inline bint few_distinct_bytes(const uint8_t* p) noexcept nogil:
@@ -422,6 +441,13 @@ cdef Py_ssize_t grow_stack(vector[uint32_t]& out, size_t start, Py_ssize_t cap, 
     cap = 2 * cap if 2 * cap < n else n
     out.resize(start + cap)
     return cap
+
+
+cdef inline bint long_pair_rejected(const VocabView* v, uint32_t last, uint32_t token,
+                                   Py_ssize_t token_bytes) noexcept nogil:
+    """spine_rejects(last, token) when both are merged tokens (their walk in is_valid_pair is 3+
+    steps); False otherwise, where that check would only repeat the walk's first probe."""
+    return token_bytes > 1 and v.split_right[last] != last and spine_rejects(v, last, token)
 
 
 cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -505,7 +531,7 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
             if memo_key[mi] == pk:
                 ok = memo_ok[mi]
             else:
-                ok = is_valid_pair(v, last, token)
+                ok = not long_pair_rejected(v, last, token, end - pos) and is_valid_pair(v, last, token)
                 memo_key[mi] = pk
                 memo_ok[mi] = ok
         if ok:

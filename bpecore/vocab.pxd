@@ -26,6 +26,14 @@ cdef struct PairEntry:
     uint32_t pad
 
 
+cdef struct SpineEnds:
+    # Where is_valid_pair's walk down a token's spines ends (its last check, see spine_rejects).
+    uint32_t right_base             #: base token reached by repeated split_right (the token itself if base)
+    uint32_t right_low              #: lowest-ranked non-base token on that spine, NO_TOKEN if the token is base
+    uint32_t left_base              #: the same down split_left
+    uint32_t left_low
+
+
 cdef struct VocabView:
     # Read-only raw view of a built Vocab, for nogil code. Pointers stay valid while the Vocab lives.
     const uint8_t* all_bytes        #: token bytes, concatenated in rank order
@@ -54,6 +62,7 @@ cdef struct VocabView:
     const uint64_t* pair_filter     #: bit mul_hash(key) >> pair_filter_shift set for every pair key
     uint32_t pair_filter_shift
     const uint64_t* first2x         #: first2[i] | node_token[first2[i]] << 32 (NO_TOKEN halves when absent)
+    const SpineEnds* spine_ends     #: per token: the bottoms of its right and left spines (spine_rejects)
 
 
 cdef inline uint64_t load_head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -254,6 +263,22 @@ cdef inline bint is_valid_pair(const VocabView* v, uint32_t token1, uint32_t tok
                     return True
 
 
+cdef inline bint spine_rejects(const VocabView* v, uint32_t token1, uint32_t token2) noexcept nogil:
+    # True only when is_valid_pair(token1, token2) is False: the walk there takes both spines in
+    # decreasing rank order, so unless it stops earlier it ends checking the two base tokens at
+    # their bottoms against the lowest-ranked non-base token of either spine (+1 on the right
+    # side). That last check alone rejects most pairs of long tokens (whitespace runs) whose walk
+    # would go ~7 steps down to it (backtrack.pyx Performance notes, step 24).
+    cdef const SpineEnds* a = &v.spine_ends[token1]
+    cdef const SpineEnds* b = &v.spine_ends[token2]
+    cdef uint32_t limit = a.right_low
+    cdef uint32_t combined
+    if b.left_low != NO_TOKEN and b.left_low + 1 < limit:
+        limit = b.left_low + 1
+    combined = pair_lookup(v, a.right_base, b.left_base)
+    return combined != NO_TOKEN and combined < limit
+
+
 cdef class Vocab:
     #: Token i (i = position in rank order) occupies all_bytes[token_starts[i]:token_starts[i+1]].
     cdef vector[uint8_t] all_bytes
@@ -285,6 +310,8 @@ cdef class Vocab:
     cdef vector[uint32_t] first2
     cdef vector[uint64_t] pair_filter
     cdef vector[uint64_t] first2x
+    #: Bottoms of each token's spines (VocabView.spine_ends), from split_left/split_right.
+    cdef vector[SpineEnds] spine_ends
     cdef VocabView view
     cdef readonly uint32_t n_tokens
     cdef readonly uint32_t max_token_len

@@ -45,7 +45,7 @@ from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
 from bpecore.vocab cimport (
-    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, is_valid_pair, load_head, mul_hash,
+    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, is_valid_pair, load_head, mul_hash, spine_rejects,
     lookup_any, piece_hash, trie_child,
 )
 
@@ -224,6 +224,7 @@ cdef void _sync(Vocab self) noexcept nogil:
     self.view.first2 = self.first2.data()
     self.view.pair_filter = self.pair_filter.data()
     self.view.first2x = self.first2x.data()
+    self.view.spine_ends = self.spine_ends.data()
 
 
 cdef int _build_lookup(Vocab self, uint32_t* err) except -1 nogil:
@@ -499,6 +500,27 @@ cdef int _build_fast(Vocab self) except -1 nogil:
             self.first2[k] = trie_child(&self.view, node, k & 0xFF)
             if self.first2[k] != NO_TOKEN:
                 self.first2x[k] = self.first2[k] | (<uint64_t>self.node_token[self.first2[k]] << 32)
+    # spine bottoms, in rank order (a token's halves rank before it)
+    self.spine_ends.resize(self.n_tokens)
+    for i in range(self.n_tokens):
+        node = self.split_right[i]
+        if node == i:
+            self.spine_ends[i].right_base = i
+            self.spine_ends[i].right_low = NO_TOKEN
+        else:
+            self.spine_ends[i].right_base = self.spine_ends[node].right_base
+            self.spine_ends[i].right_low = self.spine_ends[node].right_low
+            if self.spine_ends[i].right_low == NO_TOKEN:
+                self.spine_ends[i].right_low = i
+        node = self.split_left[i]
+        if node == i:
+            self.spine_ends[i].left_base = i
+            self.spine_ends[i].left_low = NO_TOKEN
+        else:
+            self.spine_ends[i].left_base = self.spine_ends[node].left_base
+            self.spine_ends[i].left_low = self.spine_ends[node].left_low
+            if self.spine_ends[i].left_low == NO_TOKEN:
+                self.spine_ends[i].left_low = i
     _sync(self)
     return 0
 
@@ -734,6 +756,12 @@ cdef class Vocab:
     def valid_pair(self, uint32_t a, uint32_t b):
         """Would BPE keep tokens ``a`` and ``b`` (internal indexes) next to each other?"""
         return bool(is_valid_pair(&self.view, a, b))
+
+    def _spine_rejects(self, uint32_t a, uint32_t b):
+        """spine_rejects(a, b): True only when valid_pair(a, b) is False (for tests)."""
+        if a >= self.n_tokens or b >= self.n_tokens:
+            raise IndexError((a, b))
+        return bool(spine_rejects(&self.view, a, b))
 
     def lookup(self, bytes b):
         """Internal index of the token spelled ``b`` (reachable or not), or -1."""
