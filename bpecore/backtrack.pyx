@@ -194,6 +194,14 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      (c) only in backtrack_memo, which now also takes the pieces that start and end with ASCII
 #      whitespace (any length over 32): o200k adv_whitespace 48.84M (-19.5%), cl100k 56.43M
 #      (-21%), adv_unicode 20.12M (+0.9%), other corpora +-0.1%. Kept (c).
+#  25. adv_unicode's time did not follow its Ir (-14% by 24, same MB/s): cache-sim of 1 MB shows
+#      2.2 D1 misses per byte, 846K of them on the 256 KB pair filter and 588K on first2x, with
+#      1.16 bytes per token (rare CJK falls apart into bytes, so most pairs asked are two single
+#      bytes, whose is_valid_pair is one probe with no limit). pair_stays answers those from an
+#      8 KB bitmap (VocabView.byte_pair_merge, built from pair_lookup for all 65536 byte pairs)
+#      when the token is one byte and last is byte_token of the byte before. Ir o200k adv_unicode
+#      20.12M -> 18.35M (-8.8%), D1 misses per 1 MB 2.21M -> 1.76M; adv_base64 +0.5 to +1.1%,
+#      others +-0.1%. Kept.
 #   Left: o200k adv_unicode 83.0M Ir per 200 KB against 82.3M at e01e2c4. Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
 #   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
 #   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
@@ -221,7 +229,7 @@ from bpecore._types cimport NO_TOKEN
 from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_ends
 from bpecore.vocab cimport (
     PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, load_head, lookup_piece, lookup_piece_hashed,
-    mul_hash, next_match, piece_hash, spine_rejects, token_len,
+    bytes_stay_apart, mul_hash, next_match, piece_hash, spine_rejects, token_len,
 )
 
 import array as _array
@@ -389,6 +397,16 @@ cdef inline bint few_distinct_bytes(const uint8_t* p) noexcept nogil:
     return distinct <= MEMO_DISTINCT
 
 
+cdef inline bint pair_stays(const VocabView* v, uint32_t last, uint32_t token, const uint8_t* p,
+                            Py_ssize_t pos, Py_ssize_t end) noexcept nogil:
+    """is_valid_pair(last, token) for ``last`` ending at p[pos - 1] and ``token`` spelling
+    p[pos:end]: a pair of single bytes (most pairs in text that is not in the vocab, e.g. rare CJK)
+    is one bit of an 8 KB table instead of a probe of the 256 KB filter (Performance notes, 25)."""
+    if end - pos == 1 and last == v.byte_token[p[pos - 1]]:
+        return bytes_stay_apart(v, p[pos - 1], p[pos])
+    return is_valid_pair(v, last, token)
+
+
 cdef Py_ssize_t short_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                              uint32_t* stack) noexcept nogil:
     """BPE of p[:n] (2 <= n <= SHORT_PIECE, not itself a token or not) into stack[:k]; returns k.
@@ -406,7 +424,7 @@ cdef Py_ssize_t short_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
     token = best[0]
     while True:
         end = pos + token_len(v, token)
-        if ((alive >> end) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
+        if ((alive >> end) & 1) and (last == NO_TOKEN or pair_stays(v, last, token, p, pos, end)):
             stack[k] = token
             k += 1
             last = token
@@ -471,7 +489,7 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
     token = next_match(v, p, n)
     while True:
         end = pos + token_len(v, token)
-        if ((alive[end >> 6] >> (end & 63)) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
+        if ((alive[end >> 6] >> (end & 63)) & 1) and (last == NO_TOKEN or pair_stays(v, last, token, p, pos, end)):
             stack[k] = token
             k += 1
             last = token

@@ -63,6 +63,7 @@ cdef struct VocabView:
     uint32_t pair_filter_shift
     const uint64_t* first2x         #: first2[i] | node_token[first2[i]] << 32 (NO_TOKEN halves when absent)
     const SpineEnds* spine_ends     #: per token: the bottoms of its right and left spines (spine_rejects)
+    const uint64_t* byte_pair_merge #: bit a << 8 | b set when the tokens of bytes a and b merge (8 KB)
 
 
 cdef inline uint64_t load_head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -279,6 +280,13 @@ cdef inline bint spine_rejects(const VocabView* v, uint32_t token1, uint32_t tok
     return combined != NO_TOKEN and combined < limit
 
 
+cdef inline bint bytes_stay_apart(const VocabView* v, uint8_t a, uint8_t b) noexcept nogil:
+    # is_valid_pair(byte_token[a], byte_token[b]): single bytes are base tokens, so its walk is one
+    # pair probe with no limit; an 8 KB bitmap instead of the filter and the pair table.
+    cdef uint32_t k = (<uint32_t>a << 8) | b
+    return not ((v.byte_pair_merge[k >> 6] >> (k & 63)) & 1)
+
+
 cdef class Vocab:
     #: Token i (i = position in rank order) occupies all_bytes[token_starts[i]:token_starts[i+1]].
     cdef vector[uint8_t] all_bytes
@@ -312,6 +320,8 @@ cdef class Vocab:
     cdef vector[uint64_t] first2x
     #: Bottoms of each token's spines (VocabView.spine_ends), from split_left/split_right.
     cdef vector[SpineEnds] spine_ends
+    #: Bit a << 8 | b: pair_lookup(byte_token[a], byte_token[b]) != NO_TOKEN (VocabView.byte_pair_merge).
+    cdef vector[uint64_t] byte_pair_merge
     cdef VocabView view
     cdef readonly uint32_t n_tokens
     cdef readonly uint32_t max_token_len

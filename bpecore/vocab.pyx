@@ -45,8 +45,8 @@ from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
 from bpecore.vocab cimport (
-    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, is_valid_pair, load_head, mul_hash, spine_rejects,
-    lookup_any, piece_hash, trie_child,
+    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, is_valid_pair, load_head, mul_hash, pair_lookup, spine_rejects,
+    bytes_stay_apart, lookup_any, piece_hash, trie_child,
 )
 
 
@@ -225,6 +225,7 @@ cdef void _sync(Vocab self) noexcept nogil:
     self.view.pair_filter = self.pair_filter.data()
     self.view.first2x = self.first2x.data()
     self.view.spine_ends = self.spine_ends.data()
+    self.view.byte_pair_merge = self.byte_pair_merge.data()
 
 
 cdef int _build_lookup(Vocab self, uint32_t* err) except -1 nogil:
@@ -500,6 +501,11 @@ cdef int _build_fast(Vocab self) except -1 nogil:
             self.first2[k] = trie_child(&self.view, node, k & 0xFF)
             if self.first2[k] != NO_TOKEN:
                 self.first2x[k] = self.first2[k] | (<uint64_t>self.node_token[self.first2[k]] << 32)
+    # which pairs of single-byte tokens merge (the pair table's answer, asked once per byte pair)
+    self.byte_pair_merge.assign(1024, 0)
+    for k in range(65536):
+        if pair_lookup(&self.view, self.byte_token[k >> 8], self.byte_token[k & 0xFF]) != NO_TOKEN:
+            self.byte_pair_merge[k >> 6] |= <uint64_t>1 << (k & 63)
     # spine bottoms, in rank order (a token's halves rank before it)
     self.spine_ends.resize(self.n_tokens)
     for i in range(self.n_tokens):
@@ -762,6 +768,10 @@ cdef class Vocab:
         if a >= self.n_tokens or b >= self.n_tokens:
             raise IndexError((a, b))
         return bool(spine_rejects(&self.view, a, b))
+
+    def _bytes_stay_apart(self, uint8_t a, uint8_t b):
+        """bytes_stay_apart(a, b): valid_pair of the single-byte tokens of a and b (for tests)."""
+        return bool(bytes_stay_apart(&self.view, a, b))
 
     def lookup(self, bytes b):
         """Internal index of the token spelled ``b`` (reachable or not), or -1."""

@@ -231,3 +231,13 @@ def test_hyp_whitespace_pieces(name, data, tiktoken_encoding):
         piece = b" " + piece + b"\n"
     enc = bpecore.get_encoding(name)
     assert enc.encode_piece(piece) == tiktoken_encoding(name)._encode_single_piece(piece)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_byte_pair_bitmap_is_valid_pair(name):
+    # bytes_stay_apart (the 8 KB bitmap used for pairs of single bytes) answers as is_valid_pair.
+    v = bpecore.get_encoding(name)._core.vocab
+    byte_token = [v.lookup(bytes([b])) for b in range(256)]
+    for a in range(256):
+        for b in range(256):
+            assert v._bytes_stay_apart(a, b) == v.valid_pair(byte_token[a], byte_token[b]), (a, b)
