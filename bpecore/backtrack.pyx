@@ -202,6 +202,14 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      when the token is one byte and last is byte_token of the byte before. Ir o200k adv_unicode
 #      20.12M -> 18.35M (-8.8%), D1 misses per 1 MB 2.21M -> 1.76M; adv_base64 +0.5 to +1.1%,
 #      others +-0.1%. Kept.
+#  26. The UTF-8 of long non-ASCII texts (text_utf8), outside encode_text and so outside 21-25's
+#      profiles: callgrind of the whole count() of 1 MB of English (UCS-2: curly quotes) gave
+#      74.2M Ir, 22.0M of them converting (a kind test and a branch per character). (a) A str
+#      whose UTF-8 CPython already caches (PyCompactUnicodeObject.utf8, filled by any earlier
+#      PyUnicode_AsUTF8AndSize: bench_encode.py's peers, given the same str, leave it there and
+#      read it for free) is used as is: 51.1M. (b) Otherwise one loop per PEP 393 width, ASCII
+#      skipped 8 (Latin-1) or 4 (UCS-2) code units a step: 22.0M -> 8.7M, count 60.9M (-18%).
+#      Kept both; tests encode a fresh copy (converted) and the tiktoken-touched str (cached).
 #   Left: o200k adv_unicode 83.0M Ir per 200 KB against 82.3M at e01e2c4. Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
 #   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
 #   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
@@ -276,7 +284,22 @@ cdef extern from *:
     """
     int bpe_huge_pages(const void* p, size_t n) noexcept nogil
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__)
+    #define bpe_popcount64(x) __builtin_popcountll(x)
+    #else
+    static int bpe_popcount64(unsigned long long x) { int c = 0; while (x) { x &= x - 1; ++c; } return c; }
+    #endif
+    """
+    int popcount64 "bpe_popcount64"(uint64_t x) noexcept nogil
+
 cdef extern from "Python.h":
+    # The UTF-8 a str caches once asked for it (CPython's compact non-ASCII strings); NULL if not yet.
+    ctypedef struct PyCompactUnicodeObject:
+        Py_ssize_t utf8_length
+        char* utf8
+    bint PyUnicode_IS_COMPACT(object o)
     PyObject** PySequence_Fast_ITEMS(object o)
     void Py_INCREF_p "Py_INCREF"(PyObject* o)
     void PyList_SET_ITEM_p "PyList_SET_ITEM"(object lst, Py_ssize_t i, PyObject* o)
@@ -770,57 +793,116 @@ cdef enum:
     NOGIL_UTF8_CHARS = 65536
 
 
+cdef inline Py_ssize_t utf8_extra(uint32_t c) noexcept nogil:
+    """UTF-8 bytes of code point c beyond the first; -1 for a lone surrogate."""
+    if c < 0x80:
+        return 0
+    if c < 0x800:
+        return 1
+    if c < 0x10000:
+        return -1 if 0xD800 <= c < 0xE000 else 2
+    return 3
+
+
 cdef Py_ssize_t utf8_size(unsigned int kind, const void* data, Py_ssize_t m) noexcept nogil:
-    """Bytes of the UTF-8 of ``m`` code points of a PEP 393 buffer; -1 if one is a lone surrogate."""
-    cdef Py_ssize_t i, size = m
-    cdef uint32_t c
+    """Bytes of the UTF-8 of ``m`` code points of a PEP 393 buffer; -1 if one is a lone surrogate.
+
+    Runs of ASCII are skipped 8 (Latin-1) or 4 (UCS-2) code units per step (Performance notes,
+    step 26)."""
+    cdef Py_ssize_t i = 0, size = m, x
+    cdef uint64_t w
+    cdef const uint8_t* d1 = <const uint8_t*>data
+    cdef const uint16_t* d2 = <const uint16_t*>data
+    cdef const uint32_t* d4 = <const uint32_t*>data
     if kind == 1:
-        for i in range(m):
-            size += (<const uint8_t*>data)[i] >> 7
+        while i + 8 <= m:
+            memcpy(&w, d1 + i, 8)
+            size += popcount64(w & <uint64_t>0x8080808080808080ULL)
+            i += 8
+        while i < m:
+            size += d1[i] >> 7
+            i += 1
+        return size
+    if kind == 2:
+        while i < m:
+            if i + 4 <= m:
+                memcpy(&w, d2 + i, 8)
+                if not (w & <uint64_t>0xFF80FF80FF80FF80ULL):
+                    i += 4
+                    continue
+            x = utf8_extra(d2[i])
+            if x < 0:
+                return -1
+            size += x
+            i += 1
         return size
     for i in range(m):
-        c = (<const uint16_t*>data)[i] if kind == 2 else (<const uint32_t*>data)[i]
-        if c >= 0x80:
-            if c < 0x800:
-                size += 1
-            elif c < 0x10000:
-                if 0xD800 <= c < 0xE000:
-                    return -1
-                size += 2
-            else:
-                size += 3
+        x = utf8_extra(d4[i])
+        if x < 0:
+            return -1
+        size += x
     return size
 
 
+cdef inline Py_ssize_t utf8_put(uint32_t c, uint8_t* out) noexcept nogil:
+    """Write the UTF-8 of c (not a lone surrogate) at out; returns its length."""
+    if c < 0x80:
+        out[0] = <uint8_t>c
+        return 1
+    if c < 0x800:
+        out[0] = <uint8_t>(0xC0 | (c >> 6))
+        out[1] = <uint8_t>(0x80 | (c & 0x3F))
+        return 2
+    if c < 0x10000:
+        out[0] = <uint8_t>(0xE0 | (c >> 12))
+        out[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+        out[2] = <uint8_t>(0x80 | (c & 0x3F))
+        return 3
+    out[0] = <uint8_t>(0xF0 | (c >> 18))
+    out[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
+    out[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+    out[3] = <uint8_t>(0x80 | (c & 0x3F))
+    return 4
+
+
 cdef void utf8_fill(unsigned int kind, const void* data, Py_ssize_t m, uint8_t* out) noexcept nogil:
-    """Write the UTF-8 of ``m`` code points (no lone surrogates) to ``out``."""
-    cdef Py_ssize_t i, k = 0
-    cdef uint32_t c
-    for i in range(m):
-        if kind == 1:
-            c = (<const uint8_t*>data)[i]
-        elif kind == 2:
-            c = (<const uint16_t*>data)[i]
-        else:
-            c = (<const uint32_t*>data)[i]
-        if c < 0x80:
-            out[k] = <uint8_t>c
-            k += 1
-        elif c < 0x800:
-            out[k] = <uint8_t>(0xC0 | (c >> 6))
-            out[k + 1] = <uint8_t>(0x80 | (c & 0x3F))
-            k += 2
-        elif c < 0x10000:
-            out[k] = <uint8_t>(0xE0 | (c >> 12))
-            out[k + 1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-            out[k + 2] = <uint8_t>(0x80 | (c & 0x3F))
-            k += 3
-        else:
-            out[k] = <uint8_t>(0xF0 | (c >> 18))
-            out[k + 1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
-            out[k + 2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-            out[k + 3] = <uint8_t>(0x80 | (c & 0x3F))
-            k += 4
+    """Write the UTF-8 of ``m`` code points (no lone surrogates) to ``out``; ASCII runs 8 (Latin-1)
+    or 4 (UCS-2) code units per step."""
+    cdef Py_ssize_t i = 0, k = 0
+    cdef uint64_t w
+    cdef uint32_t q
+    cdef const uint8_t* d1 = <const uint8_t*>data
+    cdef const uint16_t* d2 = <const uint16_t*>data
+    cdef const uint32_t* d4 = <const uint32_t*>data
+    if kind == 1:
+        while i < m:
+            if i + 8 <= m:
+                memcpy(&w, d1 + i, 8)
+                if not (w & <uint64_t>0x8080808080808080ULL):
+                    memcpy(out + k, &w, 8)
+                    i += 8
+                    k += 8
+                    continue
+            k += utf8_put(d1[i], out + k)
+            i += 1
+    elif kind == 2:
+        while i < m:
+            if i + 4 <= m:
+                memcpy(&w, d2 + i, 8)
+                if not (w & <uint64_t>0xFF80FF80FF80FF80ULL):
+                    # four ASCII code units, little- or big-endian alike: take them one by one
+                    out[k] = <uint8_t>d2[i]
+                    out[k + 1] = <uint8_t>d2[i + 1]
+                    out[k + 2] = <uint8_t>d2[i + 2]
+                    out[k + 3] = <uint8_t>d2[i + 3]
+                    i += 4
+                    k += 4
+                    continue
+            k += utf8_put(d2[i], out + k)
+            i += 1
+    else:
+        for i in range(m):
+            k += utf8_put(d4[i], out + k)
 
 
 cdef int text_utf8(BacktrackEncoder enc, str text, const uint8_t** s, Py_ssize_t* n,
@@ -831,8 +913,15 @@ cdef int text_utf8(BacktrackEncoder enc, str text, const uint8_t** s, Py_ssize_t
     cdef Py_ssize_t m = PyUnicode_GET_LENGTH(text), size
     cdef unsigned int kind
     cdef const void* data
+    cdef PyCompactUnicodeObject* cached
     if enc.kind == PAT_REGEX or m < NOGIL_UTF8_CHARS or text.isascii():
         return enc._pieces(text, s, n, ends)
+    if PyUnicode_IS_COMPACT(text):
+        cached = <PyCompactUnicodeObject*><PyObject*>text
+        if cached.utf8 != NULL:   # already converted (by an earlier call elsewhere): use it
+            s[0] = <const uint8_t*>cached.utf8
+            n[0] = cached.utf8_length
+            return 0
     kind = PyUnicode_KIND(text)
     data = PyUnicode_DATA(text)
     with nogil:
