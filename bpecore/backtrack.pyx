@@ -6,7 +6,9 @@ pop the previous token and mark the position it started from as a dead end (READ
 works", backtracking in 3 steps). Every position is popped at most once, so a piece of n bytes
 costs O(n * L) pair checks in the worst case (L = longest token, 128 here; worst input: long runs
 that hit many dead ends, e.g. random base64) and about one trie walk per output token on average.
-Memory: the output vector plus n/8 bytes of dead-end bits per piece.
+Memory: the output vector plus n/8 bytes of dead-end bits per piece; a piece over 32 bytes of
+other than whitespace or a few repeated bytes also holds 4 bytes per byte of it in the output
+vector while it is encoded (its token stack, cut back to its tokens after).
 
 Pieces that are themselves a token (90-96% of pieces in English and code) take one probe of the
 whole-piece table (VocabView.pieces, one cache line for tokens up to 8 bytes). In texts of 4 KB or
@@ -148,9 +150,15 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      the memo); english 12.31M -> 12.35M / 11.40M -> 11.44M; code 11.91M -> 11.94M /
 #      10.75M -> 10.78M; multilingual 22.86M -> 23.06M / 23.03M -> 23.22M (+0.8%: backtrack_short
 #      out of line costs 0.19M more than inlined in backtrack_piece).
-#   Issue 3, third follow-up. callgrind Ir of count (encode_text inclusive) on the first 200,000
-#   bytes of each corpus (/tmp-style harness: one count call, --toggle-collect on encode_text), so
-#   these figures are per 200 KB of UTF-8, not per 200K chars as in 14-20. Start (e452448):
+#   Left: o200k adv_unicode 83.0M Ir per 200 KB against 82.3M at e01e2c4. Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
+#   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
+#   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
+#   8 bytes (18 did not hide them at a profit; keeping the bytes of 9-16 byte tokens in the
+#   whole-piece slot would, but that is a Vocab layout change).
+#   Issue 3, third follow-up. Decisions on callgrind Ir of one count() of the first 200,000 bytes
+#   of each corpus (--toggle-collect on encode_text, so the UTF-8 conversion is outside until 26),
+#   per 200 KB of UTF-8, not per 200K chars as in 14-20; misses from --cache-sim on 1 MB; timed
+#   A/B in alternating processes where the load allowed. Start (e452448):
 #   o200k english 12.33M, adv_unicode 23.40M, adv_whitespace 67.76M, adv_base64 38.13M, code
 #   11.94M, multilingual 19.69M, adv_repeat_a 7.81M; cl100k adv_base64 33.31M, english 11.42M,
 #   adv_whitespace 79.79M.
@@ -210,11 +218,12 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      read it for free) is used as is: 51.1M. (b) Otherwise one loop per PEP 393 width, ASCII
 #      skipped 8 (Latin-1) or 4 (UCS-2) code units a step: 22.0M -> 8.7M, count 60.9M (-18%).
 #      Kept both; tests encode a fresh copy (converted) and the tiktoken-touched str (cached).
-#   Left: o200k adv_unicode 83.0M Ir per 200 KB against 82.3M at e01e2c4. Whitespace pieces (cl100k adv_whitespace: 400 Ir per byte, 94% in backtrack_piece, most
-#   in is_valid_pair's pair probes of long runs of spaces that are rejected and retried); the
-#   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
-#   8 bytes (18 did not hide them at a profit; keeping the bytes of 9-16 byte tokens in the
-#   whole-piece slot would, but that is a Vocab layout change).
+#   Bench after 26 (benches/README.md, "Issue 3, third follow-up"). Left: o200k english is
+#   bound by cache misses, not instructions (1 MB: Ir -20% since e452448, D1 misses unchanged at
+#   264K, LL 61K, 73% of the LL misses in short_tokens' trie walks over the ~3.3K distinct
+#   non-token pieces; time +5% at equal load); o200k adv_unicode likewise (1.76M D1 misses per
+#   1 MB: first2x and the trie at every byte of rare CJK); the whole-piece check of pieces over
+#   8 bytes (token_starts, all_bytes) as in the paragraph above.
 # Not done / rejected:
 #   - A byte-pair merge loop (tiktoken's algorithm) on token ids for short pieces: it needs the
 #     pair table to hold every adjacent pair whose bytes form a token, which our split-derived

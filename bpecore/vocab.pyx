@@ -6,14 +6,17 @@ number of threads may encode with it without the GIL.
 
 Build cost: O(total token bytes) hash and trie insertions plus, per token, a walk down its chain
 of prefix tokens with a pair-validity check (README, "How it works"); everything after parsing
-runs without the GIL. Memory: ~ 60 bytes per token plus ~ 24 bytes per trie node (~ 40 MB for
-cl100k + o200k together).
+runs without the GIL. Memory: ~ 76 bytes per token plus ~ 24 bytes per trie node (~ 45 MB for
+cl100k + o200k together; 16 of the bytes per token are ``spine_ends``).
 
 Lookups (all in ``vocab.pxd``, inline, nogil):
 - ``lookup``: bytes -> token, open addressing with linear probing, load factor <= 0.5.
 - ``pair_lookup``: (left, right) -> merged token, same scheme over 64-bit keys.
 - ``next_match``: longest token that prefixes the input, one trie step per byte.
-- ``is_valid_pair``: would BPE keep these two tokens adjacent (rust-gems ``bpe`` construction).
+- ``is_valid_pair``: would BPE keep these two tokens adjacent (rust-gems ``bpe`` construction);
+  ``spine_rejects`` (its last check alone, from ``spine_ends``) and ``bytes_stay_apart`` (two
+  single bytes, an 8 KB bitmap) are shortcuts the backtracking loops take first.
+- The trie and pair tables hash keys with one multiply (``mul_hash``: slot = bits 32 and up).
 
 Performance notes (load of o200k_base, CPU ms of a loaded 2-core machine, so ratios matter; the
 perf/callgrind split of the old build was parse 40%, table build 60%):
@@ -593,6 +596,10 @@ cdef class Vocab:
       any encoding and are left out of the trie and of whole-piece lookups.
     - ``bytes_table``: hash of the bytes -> ``i``; ``pair_keys``/``pair_vals``: merge table;
       ``root_child``, ``trie_keys``/``trie_vals``, ``node_token``: the longest-match trie.
+    - ``spine_ends``: for ``i``, the base token at the bottom of its split_right chain and the
+      lowest-ranked merged token on that chain (``NO_TOKEN`` when ``i`` is a base token), and the
+      same down split_left; ``byte_pair_merge``: bit ``a << 8 | b`` set when the single-byte
+      tokens of ``a`` and ``b`` merge.
     The Vocab owns every table (C++ vectors); ``view`` holds raw pointers into them for nogil code.
     """
 
