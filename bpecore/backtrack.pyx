@@ -218,6 +218,13 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      read it for free) is used as is: 51.1M. (b) Otherwise one loop per PEP 393 width, ASCII
 #      skipped 8 (Latin-1) or 4 (UCS-2) code units a step: 22.0M -> 8.7M, count 60.9M (-18%).
 #      Kept both; tests encode a fresh copy (converted) and the tiktoken-touched str (cached).
+#  27. One-byte pieces without their own branch (o200k adv_base64: 43% of pieces, in random
+#      order, so `length > 1` in cut_block and `length == 1` in encode_text each mispredict ~44K
+#      times per 200 KB; callgrind --branch-sim): (a) every piece hashed and looked up in the
+#      whole-piece table: o200k b64 Ir 32.21M -> 34.83M, mispredicted 657K -> 555K; english
+#      9.68M -> 10.07M, 145K -> 132K; cl100k b64 26.86M -> 28.65M, 632K -> 619K; (b) only cut_block
+#      hashing every piece: o200k b64 33.68M / 600K, cl100k b64 27.83M / 624K. At ~15 cycles a
+#      miss and IPC ~2.5 that is -2% for o200k b64 and +2% for cl100k b64. Rejected.
 #   Bench after 26 (benches/README.md, "Issue 3, third follow-up"). Left: o200k english is
 #   bound by cache misses, not instructions (1 MB: Ir -20% since e452448, D1 misses unchanged at
 #   264K, LL 61K, 73% of the LL misses in short_tokens' trie walks over the ~3.3K distinct
