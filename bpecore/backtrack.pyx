@@ -6,7 +6,9 @@ pop the previous token and mark the position it started from as a dead end (READ
 works", backtracking in 3 steps). Every position is popped at most once, so a piece of n bytes
 costs O(n * L) pair checks in the worst case (L = longest token, 128 here; worst input: long runs
 that hit many dead ends, e.g. random base64) and about one trie walk per output token on average.
-Memory: the output vector plus n/8 bytes of dead-end bits per piece.
+Memory: the output vector plus n/8 bytes of dead-end bits per piece; a piece over 32 bytes of
+other than whitespace or a few repeated bytes also holds 4 bytes per byte of it in the output
+vector while it is encoded (its token stack, cut back to its tokens after).
 
 Pieces that are themselves a token (90-96% of pieces in English and code) take one probe of the
 whole-piece table (VocabView.pieces, one cache line for tokens up to 8 bytes). In texts of 4 KB or
@@ -153,6 +155,82 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #   two dependent misses (token_starts, all_bytes) of the whole-piece check for pieces over
 #   8 bytes (18 did not hide them at a profit; keeping the bytes of 9-16 byte tokens in the
 #   whole-piece slot would, but that is a Vocab layout change).
+#   Issue 3, third follow-up. Decisions on callgrind Ir of one count() of the first 200,000 bytes
+#   of each corpus (--toggle-collect on encode_text, so the UTF-8 conversion is outside until 26),
+#   per 200 KB of UTF-8, not per 200K chars as in 14-20; misses from --cache-sim on 1 MB; timed
+#   A/B in alternating processes where the load allowed. Start (e452448):
+#   o200k english 12.33M, adv_unicode 23.40M, adv_whitespace 67.76M, adv_base64 38.13M, code
+#   11.94M, multilingual 19.69M, adv_repeat_a 7.81M; cl100k adv_base64 33.31M, english 11.42M,
+#   adv_whitespace 79.79M.
+#  21. The token stack of each backtracking loop in plain memory with the last token in a register
+#      (10 did this for backtrack_piece as a whole; now the loops are split, and count no longer
+#      touches a vector for short pieces): short_tokens on a 32-entry array with the dead-end bits
+#      in one word, called directly by count; backtrack_long/backtrack_memo on out's storage.
+#      o200k adv_unicode 23.40M -> 21.50M (-8.1%), adv_base64 -6.3%, adv_whitespace -2.8%; cl100k
+#      adv_base64 -8.4%, adv_whitespace -2.9%; english -1%; adv_repeat_a +1.3% (memset).
+#      backtrack_long grows out by n at once: growing on demand (a check per push) gave back
+#      1.2M of adv_unicode's gain (22.69M); backtrack_memo grows on demand (repetitive pieces
+#      have 8+ bytes per token; growing by n there cost 'a' * n a memset of 4n bytes). Kept.
+#  22. Pieces cut in blocks of BLOCK = 8 by one next_piece_ends call (pretokenize notes, step 8)
+#      instead of one cross-module next_piece_end call per piece (~20 Ir of prologue/epilogue
+#      each, plus the dispatch on kind); a block is cut, hashed and prefetched while the previous
+#      one is encoded (look-ahead 8-16 pieces, like AHEAD = 8-16 in 6), which also drops the
+#      ring's per-piece bookkeeping. Ir: o200k english 12.21M -> 11.36M, code 11.83M -> 10.94M,
+#      multilingual 19.13M -> 18.42M, adv_base64 35.72M -> 33.80M; cl100k english 11.31M ->
+#      10.03M, adv_base64 30.51M -> 28.10M; adv_unicode and adv_whitespace -0.1 to -0.4%. With
+#      the ASCII-word paths in front of the scanners (pretokenize note 8): o200k english 9.95M,
+#      code 10.26M, multilingual 18.10M, adv_base64 32.60M; cl100k english 9.13M, adv_base64
+#      27.95M. Kept.
+#  23. mul_hash for the trie and pair tables (vocab.pxd): slot (k * golden >> 32) & mask and the
+#      pair filter bit from the same product's top bits, instead of hash_u64's xorshift-multiply-
+#      xorshift (adv_whitespace asks is_valid_pair once per byte, 89% of them rejected after ~7
+#      pair probes: 1.3M probes per 188 KB of long pieces). Probe lengths on o200k's trie keys
+#      (emulated): hits 1.338 -> 1.318, misses 1.897 -> 1.872. Ir: o200k adv_whitespace 65.83M ->
+#      60.64M (-7.9%), adv_unicode 21.41M -> 19.94M (-6.9%), adv_base64 32.60M -> 31.78M, english
+#      9.95M -> 9.83M, multilingual 18.10M -> 17.33M; cl100k adv_whitespace 77.40M -> 71.38M,
+#      adv_base64 27.95M -> 26.73M; adv_repeat_a 7.91M -> 8.26M (+4%, its 'a' chain walks). Kept.
+#  24. spine_rejects (vocab.pxd): is_valid_pair walks both tokens' spines in decreasing rank order,
+#      so unless it stops earlier its last check is the pair of base tokens at the bottoms against
+#      the lowest-ranked non-base token of either spine; a per-token table (SpineEnds, 16 bytes per
+#      token: 3.2 MB for o200k) gives those four values, and that one probe rejects the pair at
+#      once. On o200k adv_whitespace is_valid_pair is asked 188K times per 188 KB of long pieces,
+#      89% rejected, nearly all at that bottom check after ~7 probes (a Python model of the loop).
+#      A necessary condition only (0 wrong of 600K pairs per vocab; a test keeps it so). Where:
+#      (a) in backtrack_long and backtrack_memo: o200k adv_whitespace 60.64M -> 48.23M, cl100k
+#      71.38M -> 55.25M, but adv_unicode 19.94M -> 25.20M (its pairs of bytes pay the probe twice);
+#      (b) gated on both tokens being merged ones: adv_unicode 20.85M, whitespace 48.97M / 56.20M;
+#      (c) only in backtrack_memo, which now also takes the pieces that start and end with ASCII
+#      whitespace (any length over 32): o200k adv_whitespace 48.84M (-19.5%), cl100k 56.43M
+#      (-21%), adv_unicode 20.12M (+0.9%), other corpora +-0.1%. Kept (c).
+#  25. adv_unicode's time did not follow its Ir (-14% by 24, same MB/s): cache-sim of 1 MB shows
+#      2.2 D1 misses per byte, 846K of them on the 256 KB pair filter and 588K on first2x, with
+#      1.16 bytes per token (rare CJK falls apart into bytes, so most pairs asked are two single
+#      bytes, whose is_valid_pair is one probe with no limit). pair_stays answers those from an
+#      8 KB bitmap (VocabView.byte_pair_merge, built from pair_lookup for all 65536 byte pairs)
+#      when the token is one byte and last is byte_token of the byte before. Ir o200k adv_unicode
+#      20.12M -> 18.35M (-8.8%), D1 misses per 1 MB 2.21M -> 1.76M; adv_base64 +0.5 to +1.1%,
+#      others +-0.1%. Kept.
+#  26. The UTF-8 of long non-ASCII texts (text_utf8), outside encode_text and so outside 21-25's
+#      profiles: callgrind of the whole count() of 1 MB of English (UCS-2: curly quotes) gave
+#      74.2M Ir, 22.0M of them converting (a kind test and a branch per character). (a) A str
+#      whose UTF-8 CPython already caches (PyCompactUnicodeObject.utf8, filled by any earlier
+#      PyUnicode_AsUTF8AndSize: bench_encode.py's peers, given the same str, leave it there and
+#      read it for free) is used as is: 51.1M. (b) Otherwise one loop per PEP 393 width, ASCII
+#      skipped 8 (Latin-1) or 4 (UCS-2) code units a step: 22.0M -> 8.7M, count 60.9M (-18%).
+#      Kept both; tests encode a fresh copy (converted) and the tiktoken-touched str (cached).
+#  27. One-byte pieces without their own branch (o200k adv_base64: 43% of pieces, in random
+#      order, so `length > 1` in cut_block and `length == 1` in encode_text each mispredict ~44K
+#      times per 200 KB; callgrind --branch-sim): (a) every piece hashed and looked up in the
+#      whole-piece table: o200k b64 Ir 32.21M -> 34.83M, mispredicted 657K -> 555K; english
+#      9.68M -> 10.07M, 145K -> 132K; cl100k b64 26.86M -> 28.65M, 632K -> 619K; (b) only cut_block
+#      hashing every piece: o200k b64 33.68M / 600K, cl100k b64 27.83M / 624K. At ~15 cycles a
+#      miss and IPC ~2.5 that is -2% for o200k b64 and +2% for cl100k b64. Rejected.
+#   Bench after 26 (benches/README.md, "Issue 3, third follow-up"). Left: o200k english is
+#   bound by cache misses, not instructions (1 MB: Ir -20% since e452448, D1 misses unchanged at
+#   264K, LL 61K, 73% of the LL misses in short_tokens' trie walks over the ~3.3K distinct
+#   non-token pieces; time +5% at equal load); o200k adv_unicode likewise (1.76M D1 misses per
+#   1 MB: first2x and the trie at every byte of rare CJK); the whole-piece check of pieces over
+#   8 bytes (token_starts, all_bytes) as in the paragraph above.
 # Not done / rejected:
 #   - A byte-pair merge loop (tiktoken's algorithm) on token ids for short pieces: it needs the
 #     pair table to hold every adjacent pair whose bytes form a token, which our split-derived
@@ -172,10 +250,10 @@ from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
-from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_end
+from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_ends
 from bpecore.vocab cimport (
-    PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, load_head, lookup_piece, lookup_piece_hashed, next_match,
-    piece_hash, token_len,
+    PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, load_head, lookup_piece, lookup_piece_hashed,
+    bytes_stay_apart, mul_hash, next_match, piece_hash, spine_rejects, token_len,
 )
 
 import array as _array
@@ -222,7 +300,22 @@ cdef extern from *:
     """
     int bpe_huge_pages(const void* p, size_t n) noexcept nogil
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__)
+    #define bpe_popcount64(x) __builtin_popcountll(x)
+    #else
+    static int bpe_popcount64(unsigned long long x) { int c = 0; while (x) { x &= x - 1; ++c; } return c; }
+    #endif
+    """
+    int popcount64 "bpe_popcount64"(uint64_t x) noexcept nogil
+
 cdef extern from "Python.h":
+    # The UTF-8 a str caches once asked for it (CPython's compact non-ASCII strings); NULL if not yet.
+    ctypedef struct PyCompactUnicodeObject:
+        Py_ssize_t utf8_length
+        char* utf8
+    bint PyUnicode_IS_COMPACT(object o)
     PyObject** PySequence_Fast_ITEMS(object o)
     void Py_INCREF_p "Py_INCREF"(PyObject* o)
     void PyList_SET_ITEM_p "PyList_SET_ITEM"(object lst, Py_ssize_t i, PyObject* o)
@@ -255,6 +348,7 @@ cdef enum:
     PAIR_MEMO = 256     #: is_valid_pair answers remembered per longer piece (2**8 slots)
     MEMO_SAMPLE = 64    #: leading bytes of a long piece looked at to decide on the memo
     MEMO_DISTINCT = 8   #: the memo is used when they hold at most this many distinct bytes
+    STACK_START = 1024  #: tokens of room a long piece's stack starts with (doubled when full)
 
 
 cdef void longest_matches(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -287,7 +381,7 @@ cdef void longest_matches(const VocabView* v, const uint8_t* p, Py_ssize_t n,
     while m:
         for k in range(m):
             i = live[k]
-            h = hash_u64(((<uint64_t>node[i] + 1) << 8) | p[i + d]) & mask
+            h = (mul_hash(((<uint64_t>node[i] + 1) << 8) | p[i + d]) >> 32) & mask
             slot[k] = h
             bpe_prefetch(&trie[h])
         j = 0
@@ -316,10 +410,16 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
                                 vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
     """encode_piece without the whole-piece lookup (n >= 1)."""
     if 2 <= n <= SHORT_PIECE:
-        return backtrack_short(v, p, n, out, bits)
-    if n > PAIR_MEMO and few_distinct_bytes(p):
+        return backtrack_short(v, p, n, out)
+    if (is_space(p[0]) and is_space(p[n - 1])) or (n > PAIR_MEMO and few_distinct_bytes(p)):
         return backtrack_memo(v, p, n, out, bits)
     return backtrack_long(v, p, n, out, bits)
+
+
+cdef inline bint is_space(uint8_t c) noexcept nogil:
+    """c is an ASCII space, tab, \\n or \\r: a piece that starts and ends with one is a
+    whitespace run in the shipped patterns (a choice of loop only; any piece is encoded exactly)."""
+    return c == 0x20 or c == 0x09 or c == 0x0A or c == 0x0D
 
 
 cdef inline bint few_distinct_bytes(const uint8_t* p) noexcept nogil:
@@ -336,54 +436,102 @@ cdef inline bint few_distinct_bytes(const uint8_t* p) noexcept nogil:
     return distinct <= MEMO_DISTINCT
 
 
-cdef Py_ssize_t backtrack_short(const VocabView* v, const uint8_t* p, Py_ssize_t n,
-                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
-    """backtrack_piece for 2 <= n <= SHORT_PIECE: longest matches of all positions first."""
-    cdef size_t start = out.size()
-    cdef Py_ssize_t pos = 0
+cdef inline bint pair_stays(const VocabView* v, uint32_t last, uint32_t token, const uint8_t* p,
+                            Py_ssize_t pos, Py_ssize_t end) noexcept nogil:
+    """is_valid_pair(last, token) for ``last`` ending at p[pos - 1] and ``token`` spelling
+    p[pos:end]: a pair of single bytes (most pairs in text that is not in the vocab, e.g. rare CJK)
+    is one bit of an 8 KB table instead of a probe of the 256 KB filter (Performance notes, 25)."""
+    if end - pos == 1 and last == v.byte_token[p[pos - 1]]:
+        return bytes_stay_apart(v, p[pos - 1], p[pos])
+    return is_valid_pair(v, last, token)
+
+
+cdef Py_ssize_t short_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                             uint32_t* stack) noexcept nogil:
+    """BPE of p[:n] (2 <= n <= SHORT_PIECE, not itself a token or not) into stack[:k]; returns k.
+
+    Longest matches of all positions first (longest_matches); the token stack, the last token and
+    the dead-end bits (one word: bit i clear = position i is a dead end) stay in registers and
+    on the stack instead of in vectors (Performance notes, step 21).
+    """
+    cdef Py_ssize_t pos = 0, k = 0
     cdef Py_ssize_t end
-    cdef uint32_t last, shorter
-    cdef uint32_t token
+    cdef uint32_t last = NO_TOKEN, shorter, token
+    cdef uint64_t alive = <uint64_t>0xFFFFFFFFFFFFFFFFULL
     cdef uint32_t best[SHORT_PIECE]
-    bits.assign(1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
     longest_matches(v, p, n, best)
     token = best[0]
     while True:
-        last = out.back() if out.size() > start else NO_TOKEN
         end = pos + token_len(v, token)
-        if ((bits[0] >> end) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
-            out.push_back(token)
+        if ((alive >> end) & 1) and (last == NO_TOKEN or pair_stays(v, last, token, p, pos, end)):
+            stack[k] = token
+            k += 1
+            last = token
             pos = end
             if pos == n:
-                break
+                return k
             token = best[pos]
         else:
             shorter = v.next_prefix[token]
             if shorter != NO_TOKEN:
                 token = shorter
             else:
-                bits[0] &= ~(<uint64_t>1 << pos)
-                out.pop_back()
-                pos -= token_len(v, last)
+                alive &= ~(<uint64_t>1 << pos)
+                k -= 1
                 token = last
-    return out.size() - start
+                pos -= token_len(v, token)
+                last = stack[k - 1] if k else NO_TOKEN
+
+
+cdef Py_ssize_t backtrack_short(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                                vector[uint32_t]& out) noexcept nogil:
+    """backtrack_piece for 2 <= n <= SHORT_PIECE (short_tokens, appended to out)."""
+    cdef uint32_t stack[SHORT_PIECE]
+    cdef Py_ssize_t k = short_tokens(v, p, n, stack), i
+    for i in range(k):
+        out.push_back(stack[i])
+    return k
+
+
+cdef Py_ssize_t grow_stack(vector[uint32_t]& out, size_t start, Py_ssize_t cap, Py_ssize_t n) noexcept nogil:
+    """Make room for twice ``cap`` tokens (at most n) after out[:start]; returns the new room."""
+    cap = 2 * cap if 2 * cap < n else n
+    out.resize(start + cap)
+    return cap
+
+
+cdef inline bint long_pair_rejected(const VocabView* v, uint32_t last, uint32_t token,
+                                   Py_ssize_t token_bytes) noexcept nogil:
+    """spine_rejects(last, token) when both are merged tokens (their walk in is_valid_pair is 3+
+    steps); False otherwise, where that check would only repeat the walk's first probe."""
+    return token_bytes > 1 and v.split_right[last] != last and spine_rejects(v, last, token)
 
 
 cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
-    """backtrack_piece for n == 1 or n > SHORT_PIECE, without the pair memo."""
+    """backtrack_piece for n == 1 or n > SHORT_PIECE, without the pair memo.
+
+    The token stack lives in out's storage, grown once by n (a piece of n bytes has at most n
+    tokens; growing on demand cost 5% Ir here) and cut back to the tokens at the end; the last
+    token stays in a register (Performance notes, step 21)."""
     cdef size_t start = out.size()
-    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t pos = 0, k = 0
     cdef Py_ssize_t end
-    cdef uint32_t last, shorter
+    cdef uint32_t last = NO_TOKEN, shorter
     cdef uint32_t token
+    cdef uint32_t* stack
+    cdef uint64_t* alive
     bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
+    alive = bits.data()
+    out.resize(start + n)
+    stack = out.data() + start
     token = next_match(v, p, n)
     while True:
-        last = out.back() if out.size() > start else NO_TOKEN
         end = pos + token_len(v, token)
-        if ((bits[end >> 6] >> (end & 63)) & 1) and (last == NO_TOKEN or is_valid_pair(v, last, token)):
-            out.push_back(token)
+        if ((alive[end >> 6] >> (end & 63)) & 1) and (last == NO_TOKEN or pair_stays(v, last, token, p, pos, end)):
+            stack[k] = token
+            k += 1
+            last = token
             pos = end
             if pos == n:
                 break
@@ -393,11 +541,13 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
             if shorter != NO_TOKEN:
                 token = shorter
             else:
-                bits[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
-                out.pop_back()
-                pos -= token_len(v, last)
+                alive[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
+                k -= 1
                 token = last
-    return out.size() - start
+                pos -= token_len(v, token)
+                last = stack[k - 1] if k else NO_TOKEN
+    out.resize(start + k)
+    return k
 
 
 cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -406,23 +556,29 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
     bytes, which ask about the same pairs again and again). A copy of backtrack_long's loop, not
     a flag in it: the flag cost pieces without the memo 4-5% Ir (Performance notes, step 20)."""
     cdef size_t start = out.size()
-    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t pos = 0, k = 0
     cdef Py_ssize_t end
-    cdef uint32_t last, shorter
+    cdef uint32_t last = NO_TOKEN, shorter
     cdef uint32_t token
+    cdef uint32_t* stack
+    cdef Py_ssize_t cap
+    cdef uint64_t* alive
     cdef uint64_t memo_key[PAIR_MEMO]
     cdef uint8_t memo_ok[PAIR_MEMO]
     cdef uint64_t pk
     cdef uint32_t mi
     cdef bint ok
     bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
+    alive = bits.data()
+    cap = n if n < STACK_START else STACK_START
+    out.resize(start + cap)
+    stack = out.data() + start
     for mi in range(PAIR_MEMO):
         memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
     token = next_match(v, p, n)
     while True:
-        last = out.back() if out.size() > start else NO_TOKEN
         end = pos + token_len(v, token)
-        if not ((bits[end >> 6] >> (end & 63)) & 1):
+        if not ((alive[end >> 6] >> (end & 63)) & 1):
             ok = False
         elif last == NO_TOKEN:
             ok = True
@@ -432,11 +588,16 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
             if memo_key[mi] == pk:
                 ok = memo_ok[mi]
             else:
-                ok = is_valid_pair(v, last, token)
+                ok = not long_pair_rejected(v, last, token, end - pos) and is_valid_pair(v, last, token)
                 memo_key[mi] = pk
                 memo_ok[mi] = ok
         if ok:
-            out.push_back(token)
+            if k == cap:
+                cap = grow_stack(out, start, cap, n)
+                stack = out.data() + start
+            stack[k] = token
+            k += 1
+            last = token
             pos = end
             if pos == n:
                 break
@@ -446,11 +607,13 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
             if shorter != NO_TOKEN:
                 token = shorter
             else:
-                bits[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
-                out.pop_back()
-                pos -= token_len(v, last)
+                alive[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
+                k -= 1
                 token = last
-    return out.size() - start
+                pos -= token_len(v, token)
+                last = stack[k - 1] if k else NO_TOKEN
+    out.resize(start + k)
+    return k
 
 
 cdef struct CacheSlot:
@@ -468,7 +631,7 @@ cdef enum:
 
 
 cdef struct Pending:
-    # A piece cut ahead of the one being encoded (encode_text's look-ahead ring).
+    # A piece cut ahead of the one being encoded (encode_text's look-ahead blocks).
     Py_ssize_t start            #: byte offset in the text
     Py_ssize_t end              #: end offset
     uint64_t head               #: load_head of the piece (pieces of 2+ bytes)
@@ -476,7 +639,42 @@ cdef struct Pending:
 
 
 cdef enum:
-    AHEAD = 8                   #: pieces cut (and their whole-piece slot prefetched) ahead
+    BLOCK = 8                   #: pieces cut (and their whole-piece slot prefetched) per block
+
+
+cdef inline Py_ssize_t cut_block(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
+                                 const vector[Py_ssize_t]& ends, size_t* e, Py_ssize_t* scan,
+                                 Pending* block, const CacheSlot* cache, int cache_bits) noexcept nogil:
+    """Cut up to BLOCK pieces from scan[0] (advanced past them) into ``block``, hash the ones of
+    2+ bytes and prefetch their whole-piece slot (and their cache slot once ``cache`` exists);
+    returns how many were cut, 0 at the end of the text."""
+    cdef Py_ssize_t cut[BLOCK]
+    cdef Py_ssize_t m = 0, j, start = scan[0], end, length
+    cdef size_t n_ends
+    if kind == PAT_REGEX:
+        n_ends = ends.size()
+        while m < BLOCK and e[0] < n_ends:
+            end = ends[e[0]]
+            e[0] += 1
+            if end > (cut[m - 1] if m else start):
+                cut[m] = end
+                m += 1
+    else:
+        m = next_piece_ends(kind, s, n, start, cut, BLOCK)
+    for j in range(m):
+        end = cut[j]
+        block[j].start = start
+        block[j].end = end
+        length = end - start
+        if length > 1:
+            block[j].head = load_head(s + start, length)
+            block[j].h = piece_hash(s + start, length, block[j].head)
+            bpe_prefetch(&v.pieces[block[j].h >> v.piece_shift])
+            if cache != NULL:
+                bpe_prefetch(&cache[block[j].h >> (64 - cache_bits)])
+        start = end
+    scan[0] = start
+    return m
 
 
 cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
@@ -484,12 +682,12 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                             bint count_only) noexcept nogil:
     """Encode (append to ``out``) or count the UTF-8 text s[:n]; returns its token count.
 
-    Pieces come from the scanner ``kind``, or are cut at ``ends`` for PAT_REGEX. They are cut
-    AHEAD pieces in advance and the whole-piece slot of each is prefetched, so the table's cache
-    misses overlap instead of queueing one per piece. A one-byte piece is ``byte_token``; a piece
-    that is a token costs one probe of the whole-piece table. Other pieces go through
-    backtrack_piece, and in texts of CACHE_MIN_TEXT bytes or more they are remembered in a
-    direct-mapped cache local to this call (key: the piece's bytes, found again by memcmp against
+    Pieces come from the scanner ``kind`` (BLOCK ends per call), or are cut at ``ends`` for
+    PAT_REGEX. They are cut one block ahead and the whole-piece slot of each is prefetched, so the
+    table's cache misses overlap instead of queueing one per piece. A one-byte piece is
+    ``byte_token``; a piece that is a token costs one probe of the whole-piece table. Other pieces
+    go through backtrack_piece, and in texts of CACHE_MIN_TEXT bytes or more they are remembered in
+    a direct-mapped cache local to this call (key: the piece's bytes, found again by memcmp against
     the text), so a repeated word is copied instead of encoded again. With ``count_only``, ``out``
     is scratch space.
     """
@@ -497,90 +695,77 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     cdef vector[CacheSlot] cache
     cdef CacheSlot* slot = NULL
     cdef bint use_cache = (n >= CACHE_MIN_TEXT) & (n < <Py_ssize_t>0xFFFFFFFFU)
-    cdef Py_ssize_t pos, end, length, total = 0, k, ntok, scan = 0
-    cdef size_t e = 0, n_ends = ends.size(), taken = 0, queued = 0
+    cdef Py_ssize_t pos, end, length, total = 0, k, ntok, scan = 0, i, cur_n, next_n
+    cdef size_t e = 0
     cdef uint64_t h
     cdef uint32_t token, first
     cdef const uint8_t* p
-    cdef Pending ring[AHEAD]
+    cdef Pending ring[2 * BLOCK]
+    cdef Pending* cur = ring
+    cdef Pending* nxt = ring + BLOCK
     cdef Pending* q
+    cdef uint32_t stack[SHORT_PIECE]
     cdef int cache_bits = 8   # one slot per 64 bytes of text, 256 to 2**CACHE_MAX_BITS slots
     while cache_bits < CACHE_MAX_BITS and (n >> (cache_bits + 6)) > 0:
         cache_bits += 1
-    while True:
-        while queued - taken < AHEAD:
-            if kind == PAT_REGEX:
-                if e == n_ends:
-                    break
-                end = ends[e]
-                e += 1
-                if end <= scan:
-                    continue
-            else:
-                if scan >= n:
-                    break
-                end = next_piece_end(kind, s, n, scan)
-            q = &ring[queued & (AHEAD - 1)]
-            q.start = scan
-            q.end = end
-            length = end - scan
-            if length > 1:
-                q.head = load_head(s + scan, length)
-                q.h = piece_hash(s + scan, length, q.head)
-                bpe_prefetch(&v.pieces[q.h >> v.piece_shift])
-                if cache.size():
-                    bpe_prefetch(&cache[q.h >> (64 - cache_bits)])
-            scan = end
-            queued += 1
-        if taken == queued:
-            break
-        q = &ring[taken & (AHEAD - 1)]
-        taken += 1
-        pos = q.start
-        end = q.end
-        p = s + pos
-        length = end - pos
-        if length == 1:
-            if count_only:
-                total += 1
-            else:
-                out.push_back(v.byte_token[p[0]])
-            continue
-        h = q.h
-        token = lookup_piece_hashed(v, p, length, q.head, h)
-        if token != NO_TOKEN:
-            if count_only:
-                total += 1
-            else:
-                out.push_back(token)
-            continue
-        if use_cache:
-            if cache.size() == 0:
-                cache.resize(1 << cache_bits)
-            slot = &cache[h >> (64 - cache_bits)]
-            if slot.len == <uint32_t>length and slot.hash == h and memcmp(s + slot.start, p, length) == 0:
+    cur_n = cut_block(v, kind, s, n, ends, &e, &scan, cur, NULL, cache_bits)
+    while cur_n:
+        next_n = cut_block(v, kind, s, n, ends, &e, &scan, nxt,
+                           cache.data() if cache.size() else NULL, cache_bits)
+        for i in range(cur_n):
+            q = &cur[i]
+            pos = q.start
+            end = q.end
+            p = s + pos
+            length = end - pos
+            if length == 1:
                 if count_only:
-                    total += slot.ntok
+                    total += 1
                 else:
-                    first = slot.first
-                    for k in range(slot.ntok):
-                        token = out[first + k]
-                        out.push_back(token)
+                    out.push_back(v.byte_token[p[0]])
                 continue
-        if count_only:
-            out.clear()
-        if length <= SHORT_PIECE:   # not via backtrack_piece: gcc then inlines both loops there
-            ntok = backtrack_short(v, p, length, out, bits)
-        else:
-            ntok = backtrack_piece(v, p, length, out, bits)
-        if count_only:
-            total += ntok
-        if use_cache:
-            slot.hash = h
-            slot.start = <uint32_t>pos
-            slot.len = <uint32_t>length
-            slot.first = <uint32_t>(out.size() - ntok)
-            slot.ntok = <uint32_t>ntok
+            h = q.h
+            token = lookup_piece_hashed(v, p, length, q.head, h)
+            if token != NO_TOKEN:
+                if count_only:
+                    total += 1
+                else:
+                    out.push_back(token)
+                continue
+            if use_cache:
+                if cache.size() == 0:
+                    cache.resize(1 << cache_bits)
+                slot = &cache[h >> (64 - cache_bits)]
+                if slot.len == <uint32_t>length and slot.hash == h and memcmp(s + slot.start, p, length) == 0:
+                    if count_only:
+                        total += slot.ntok
+                    else:
+                        first = slot.first
+                        for k in range(slot.ntok):
+                            token = out[first + k]
+                            out.push_back(token)
+                    continue
+            if length <= SHORT_PIECE:   # not via backtrack_piece: gcc then inlines both loops there
+                if count_only:
+                    ntok = short_tokens(v, p, length, stack)
+                else:
+                    ntok = backtrack_short(v, p, length, out)
+            else:
+                if count_only:
+                    out.clear()
+                ntok = backtrack_piece(v, p, length, out, bits)
+            if count_only:
+                total += ntok
+            if use_cache:
+                slot.hash = h
+                slot.start = <uint32_t>pos
+                slot.len = <uint32_t>length
+                slot.first = <uint32_t>(out.size() - ntok)
+                slot.ntok = <uint32_t>ntok
+        q = cur
+        cur = nxt
+        nxt = q
+        cur_n = next_n
     return total if count_only else <Py_ssize_t>out.size()
 
 
@@ -624,57 +809,116 @@ cdef enum:
     NOGIL_UTF8_CHARS = 65536
 
 
+cdef inline Py_ssize_t utf8_extra(uint32_t c) noexcept nogil:
+    """UTF-8 bytes of code point c beyond the first; -1 for a lone surrogate."""
+    if c < 0x80:
+        return 0
+    if c < 0x800:
+        return 1
+    if c < 0x10000:
+        return -1 if 0xD800 <= c < 0xE000 else 2
+    return 3
+
+
 cdef Py_ssize_t utf8_size(unsigned int kind, const void* data, Py_ssize_t m) noexcept nogil:
-    """Bytes of the UTF-8 of ``m`` code points of a PEP 393 buffer; -1 if one is a lone surrogate."""
-    cdef Py_ssize_t i, size = m
-    cdef uint32_t c
+    """Bytes of the UTF-8 of ``m`` code points of a PEP 393 buffer; -1 if one is a lone surrogate.
+
+    Runs of ASCII are skipped 8 (Latin-1) or 4 (UCS-2) code units per step (Performance notes,
+    step 26)."""
+    cdef Py_ssize_t i = 0, size = m, x
+    cdef uint64_t w
+    cdef const uint8_t* d1 = <const uint8_t*>data
+    cdef const uint16_t* d2 = <const uint16_t*>data
+    cdef const uint32_t* d4 = <const uint32_t*>data
     if kind == 1:
-        for i in range(m):
-            size += (<const uint8_t*>data)[i] >> 7
+        while i + 8 <= m:
+            memcpy(&w, d1 + i, 8)
+            size += popcount64(w & <uint64_t>0x8080808080808080ULL)
+            i += 8
+        while i < m:
+            size += d1[i] >> 7
+            i += 1
+        return size
+    if kind == 2:
+        while i < m:
+            if i + 4 <= m:
+                memcpy(&w, d2 + i, 8)
+                if not (w & <uint64_t>0xFF80FF80FF80FF80ULL):
+                    i += 4
+                    continue
+            x = utf8_extra(d2[i])
+            if x < 0:
+                return -1
+            size += x
+            i += 1
         return size
     for i in range(m):
-        c = (<const uint16_t*>data)[i] if kind == 2 else (<const uint32_t*>data)[i]
-        if c >= 0x80:
-            if c < 0x800:
-                size += 1
-            elif c < 0x10000:
-                if 0xD800 <= c < 0xE000:
-                    return -1
-                size += 2
-            else:
-                size += 3
+        x = utf8_extra(d4[i])
+        if x < 0:
+            return -1
+        size += x
     return size
 
 
+cdef inline Py_ssize_t utf8_put(uint32_t c, uint8_t* out) noexcept nogil:
+    """Write the UTF-8 of c (not a lone surrogate) at out; returns its length."""
+    if c < 0x80:
+        out[0] = <uint8_t>c
+        return 1
+    if c < 0x800:
+        out[0] = <uint8_t>(0xC0 | (c >> 6))
+        out[1] = <uint8_t>(0x80 | (c & 0x3F))
+        return 2
+    if c < 0x10000:
+        out[0] = <uint8_t>(0xE0 | (c >> 12))
+        out[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+        out[2] = <uint8_t>(0x80 | (c & 0x3F))
+        return 3
+    out[0] = <uint8_t>(0xF0 | (c >> 18))
+    out[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
+    out[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+    out[3] = <uint8_t>(0x80 | (c & 0x3F))
+    return 4
+
+
 cdef void utf8_fill(unsigned int kind, const void* data, Py_ssize_t m, uint8_t* out) noexcept nogil:
-    """Write the UTF-8 of ``m`` code points (no lone surrogates) to ``out``."""
-    cdef Py_ssize_t i, k = 0
-    cdef uint32_t c
-    for i in range(m):
-        if kind == 1:
-            c = (<const uint8_t*>data)[i]
-        elif kind == 2:
-            c = (<const uint16_t*>data)[i]
-        else:
-            c = (<const uint32_t*>data)[i]
-        if c < 0x80:
-            out[k] = <uint8_t>c
-            k += 1
-        elif c < 0x800:
-            out[k] = <uint8_t>(0xC0 | (c >> 6))
-            out[k + 1] = <uint8_t>(0x80 | (c & 0x3F))
-            k += 2
-        elif c < 0x10000:
-            out[k] = <uint8_t>(0xE0 | (c >> 12))
-            out[k + 1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-            out[k + 2] = <uint8_t>(0x80 | (c & 0x3F))
-            k += 3
-        else:
-            out[k] = <uint8_t>(0xF0 | (c >> 18))
-            out[k + 1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
-            out[k + 2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-            out[k + 3] = <uint8_t>(0x80 | (c & 0x3F))
-            k += 4
+    """Write the UTF-8 of ``m`` code points (no lone surrogates) to ``out``; ASCII runs 8 (Latin-1)
+    or 4 (UCS-2) code units per step."""
+    cdef Py_ssize_t i = 0, k = 0
+    cdef uint64_t w
+    cdef uint32_t q
+    cdef const uint8_t* d1 = <const uint8_t*>data
+    cdef const uint16_t* d2 = <const uint16_t*>data
+    cdef const uint32_t* d4 = <const uint32_t*>data
+    if kind == 1:
+        while i < m:
+            if i + 8 <= m:
+                memcpy(&w, d1 + i, 8)
+                if not (w & <uint64_t>0x8080808080808080ULL):
+                    memcpy(out + k, &w, 8)
+                    i += 8
+                    k += 8
+                    continue
+            k += utf8_put(d1[i], out + k)
+            i += 1
+    elif kind == 2:
+        while i < m:
+            if i + 4 <= m:
+                memcpy(&w, d2 + i, 8)
+                if not (w & <uint64_t>0xFF80FF80FF80FF80ULL):
+                    # four ASCII code units, little- or big-endian alike: take them one by one
+                    out[k] = <uint8_t>d2[i]
+                    out[k + 1] = <uint8_t>d2[i + 1]
+                    out[k + 2] = <uint8_t>d2[i + 2]
+                    out[k + 3] = <uint8_t>d2[i + 3]
+                    i += 4
+                    k += 4
+                    continue
+            k += utf8_put(d2[i], out + k)
+            i += 1
+    else:
+        for i in range(m):
+            k += utf8_put(d4[i], out + k)
 
 
 cdef int text_utf8(BacktrackEncoder enc, str text, const uint8_t** s, Py_ssize_t* n,
@@ -685,8 +929,15 @@ cdef int text_utf8(BacktrackEncoder enc, str text, const uint8_t** s, Py_ssize_t
     cdef Py_ssize_t m = PyUnicode_GET_LENGTH(text), size
     cdef unsigned int kind
     cdef const void* data
+    cdef PyCompactUnicodeObject* cached
     if enc.kind == PAT_REGEX or m < NOGIL_UTF8_CHARS or text.isascii():
         return enc._pieces(text, s, n, ends)
+    if PyUnicode_IS_COMPACT(text):
+        cached = <PyCompactUnicodeObject*><PyObject*>text
+        if cached.utf8 != NULL:   # already converted (by an earlier call elsewhere): use it
+            s[0] = <const uint8_t*>cached.utf8
+            n[0] = cached.utf8_length
+            return 0
     kind = PyUnicode_KIND(text)
     data = PyUnicode_DATA(text)
     with nogil:

@@ -11,6 +11,10 @@ cdef enum PatternKind:
 #: n for PAT_NONE and PAT_REGEX. ``s[:n]`` must be valid UTF-8 (whole characters): the scanner
 #: trusts lead bytes and treats n as the end of the text (``\s++$``, ``\s+(?!\S)`` look at it).
 cdef Py_ssize_t next_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil
+#: The ends of up to ``k`` successive pieces from ``pos`` into ``ends[:j]``; returns j (0 only when
+#: pos >= n). Same cuts as calling next_piece_end j times, for PAT_NONE and the scanner kinds.
+cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
+                                Py_ssize_t* ends, Py_ssize_t k) noexcept nogil
 
 #: BPE_UT_* flags of the character starting at byte ``i`` (Lu=1 Ll=2 Lt=4 Lm=8 Lo=16 M=32 N=64
 #: \s=128, as the `regex` module classifies it); its length in bytes goes to ``width[0]``.

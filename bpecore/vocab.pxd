@@ -26,6 +26,14 @@ cdef struct PairEntry:
     uint32_t pad
 
 
+cdef struct SpineEnds:
+    # Where is_valid_pair's walk down a token's spines ends (its last check, see spine_rejects).
+    uint32_t right_base             #: base token reached by repeated split_right (the token itself if base)
+    uint32_t right_low              #: lowest-ranked non-base token on that spine, NO_TOKEN if the token is base
+    uint32_t left_base              #: the same down split_left
+    uint32_t left_low
+
+
 cdef struct VocabView:
     # Read-only raw view of a built Vocab, for nogil code. Pointers stay valid while the Vocab lives.
     const uint8_t* all_bytes        #: token bytes, concatenated in rank order
@@ -51,9 +59,11 @@ cdef struct VocabView:
     const PairEntry* pairs          #: pair_keys/pair_vals as one table (same slots)
     const uint32_t* byte_token      #: token of the single byte b (256 entries)
     const uint32_t* first2          #: trie node spelled by the bytes b0 b1 (index b0 << 8 | b1), or NO_TOKEN
-    const uint64_t* pair_filter     #: bit hash_u64(key) >> pair_filter_shift set for every pair key
+    const uint64_t* pair_filter     #: bit mul_hash(key) >> pair_filter_shift set for every pair key
     uint32_t pair_filter_shift
     const uint64_t* first2x         #: first2[i] | node_token[first2[i]] << 32 (NO_TOKEN halves when absent)
+    const SpineEnds* spine_ends     #: per token: the bottoms of its right and left spines (spine_rejects)
+    const uint64_t* byte_pair_merge #: bit a << 8 | b set when the tokens of bytes a and b merge (8 KB)
 
 
 cdef inline uint64_t load_head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -121,6 +131,14 @@ cdef inline uint64_t hash_bytes(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     return h ^ (h >> 31)
 
 
+cdef inline uint64_t mul_hash(uint64_t k) noexcept nogil:
+    # Hash of the trie and pair tables' keys: slot (h >> 32) & mask (tables up to 2**32 slots),
+    # pair filter bit h >> pair_filter_shift. One multiply; its bits 32 and up depend on all the
+    # key's low bits, which hold the whole key (node < 2**24, token ids < 2**32 with the pair's
+    # left half at bit 32). These probes are backtracking's inner loop (backtrack.pyx notes, 23).
+    return k * 0x9E3779B97F4A7C15ULL
+
+
 cdef inline uint64_t hash_u64(uint64_t k) noexcept nogil:
     k ^= k >> 33
     k *= 0xFF51AFD7ED558CCDULL
@@ -158,11 +176,11 @@ cdef inline uint32_t pair_lookup(const VocabView* v, uint32_t a, uint32_t b) noe
     # The token BPE forms by merging a and b, or NO_TOKEN. Most pairs asked about are not merges;
     # the one-bit-per-slot filter (L2-sized) answers those without touching the table.
     cdef uint64_t key = ((<uint64_t>a << 32) | b) + 1
-    cdef uint64_t hk = hash_u64(key)
+    cdef uint64_t hk = mul_hash(key)
     cdef uint64_t f = hk >> v.pair_filter_shift
     if not ((v.pair_filter[f >> 6] >> (f & 63)) & 1):
         return NO_TOKEN
-    cdef uint64_t i = hk & v.pair_mask
+    cdef uint64_t i = (hk >> 32) & v.pair_mask
     cdef uint64_t k
     while True:
         k = v.pairs[i].key
@@ -175,7 +193,7 @@ cdef inline uint32_t pair_lookup(const VocabView* v, uint32_t a, uint32_t b) noe
 
 cdef inline uint32_t trie_child(const VocabView* v, uint32_t node, uint8_t b) noexcept nogil:
     cdef uint64_t key = ((<uint64_t>node + 1) << 8) | b
-    cdef uint64_t i = hash_u64(key) & v.trie_mask
+    cdef uint64_t i = (mul_hash(key) >> 32) & v.trie_mask
     cdef uint64_t k
     while True:
         k = v.trie_keys[i]
@@ -203,7 +221,7 @@ cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t
     cdef Py_ssize_t j = 2
     while j < n:
         key = ((<uint64_t>node + 1) << 8) | p[j]
-        i = hash_u64(key) & v.trie_mask
+        i = (mul_hash(key) >> 32) & v.trie_mask
         while True:
             k = v.trie[i].key
             if k == key:
@@ -246,6 +264,29 @@ cdef inline bint is_valid_pair(const VocabView* v, uint32_t token1, uint32_t tok
                     return True
 
 
+cdef inline bint spine_rejects(const VocabView* v, uint32_t token1, uint32_t token2) noexcept nogil:
+    # True only when is_valid_pair(token1, token2) is False: the walk there takes both spines in
+    # decreasing rank order, so unless it stops earlier it ends checking the two base tokens at
+    # their bottoms against the lowest-ranked non-base token of either spine (+1 on the right
+    # side). That last check alone rejects most pairs of long tokens (whitespace runs) whose walk
+    # would go ~7 steps down to it (backtrack.pyx Performance notes, step 24).
+    cdef const SpineEnds* a = &v.spine_ends[token1]
+    cdef const SpineEnds* b = &v.spine_ends[token2]
+    cdef uint32_t limit = a.right_low
+    cdef uint32_t combined
+    if b.left_low != NO_TOKEN and b.left_low + 1 < limit:
+        limit = b.left_low + 1
+    combined = pair_lookup(v, a.right_base, b.left_base)
+    return combined != NO_TOKEN and combined < limit
+
+
+cdef inline bint bytes_stay_apart(const VocabView* v, uint8_t a, uint8_t b) noexcept nogil:
+    # is_valid_pair(byte_token[a], byte_token[b]): single bytes are base tokens, so its walk is one
+    # pair probe with no limit; an 8 KB bitmap instead of the filter and the pair table.
+    cdef uint32_t k = (<uint32_t>a << 8) | b
+    return not ((v.byte_pair_merge[k >> 6] >> (k & 63)) & 1)
+
+
 cdef class Vocab:
     #: Token i (i = position in rank order) occupies all_bytes[token_starts[i]:token_starts[i+1]].
     cdef vector[uint8_t] all_bytes
@@ -277,6 +318,10 @@ cdef class Vocab:
     cdef vector[uint32_t] first2
     cdef vector[uint64_t] pair_filter
     cdef vector[uint64_t] first2x
+    #: Bottoms of each token's spines (VocabView.spine_ends), from split_left/split_right.
+    cdef vector[SpineEnds] spine_ends
+    #: Bit a << 8 | b: pair_lookup(byte_token[a], byte_token[b]) != NO_TOKEN (VocabView.byte_pair_merge).
+    cdef vector[uint64_t] byte_pair_merge
     cdef VocabView view
     cdef readonly uint32_t n_tokens
     cdef readonly uint32_t max_token_len

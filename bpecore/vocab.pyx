@@ -6,14 +6,17 @@ number of threads may encode with it without the GIL.
 
 Build cost: O(total token bytes) hash and trie insertions plus, per token, a walk down its chain
 of prefix tokens with a pair-validity check (README, "How it works"); everything after parsing
-runs without the GIL. Memory: ~ 60 bytes per token plus ~ 24 bytes per trie node (~ 40 MB for
-cl100k + o200k together).
+runs without the GIL. Memory: ~ 76 bytes per token plus ~ 24 bytes per trie node (~ 45 MB for
+cl100k + o200k together; 16 of the bytes per token are ``spine_ends``).
 
 Lookups (all in ``vocab.pxd``, inline, nogil):
 - ``lookup``: bytes -> token, open addressing with linear probing, load factor <= 0.5.
 - ``pair_lookup``: (left, right) -> merged token, same scheme over 64-bit keys.
 - ``next_match``: longest token that prefixes the input, one trie step per byte.
-- ``is_valid_pair``: would BPE keep these two tokens adjacent (rust-gems ``bpe`` construction).
+- ``is_valid_pair``: would BPE keep these two tokens adjacent (rust-gems ``bpe`` construction);
+  ``spine_rejects`` (its last check alone, from ``spine_ends``) and ``bytes_stay_apart`` (two
+  single bytes, an 8 KB bitmap) are shortcuts the backtracking loops take first.
+- The trie and pair tables hash keys with one multiply (``mul_hash``: slot = bits 32 and up).
 
 Performance notes (load of o200k_base, CPU ms of a loaded 2-core machine, so ratios matter; the
 perf/callgrind split of the old build was parse 40%, table build 60%):
@@ -45,8 +48,8 @@ from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
 from bpecore.vocab cimport (
-    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, hash_u64, is_valid_pair, load_head,
-    lookup_any, piece_hash, trie_child,
+    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, is_valid_pair, load_head, mul_hash, pair_lookup, spine_rejects,
+    bytes_stay_apart, lookup_any, piece_hash, trie_child,
 )
 
 
@@ -224,6 +227,8 @@ cdef void _sync(Vocab self) noexcept nogil:
     self.view.first2 = self.first2.data()
     self.view.pair_filter = self.pair_filter.data()
     self.view.first2x = self.first2x.data()
+    self.view.spine_ends = self.spine_ends.data()
+    self.view.byte_pair_merge = self.byte_pair_merge.data()
 
 
 cdef int _build_lookup(Vocab self, uint32_t* err) except -1 nogil:
@@ -274,7 +279,7 @@ cdef int _rehash_trie(Vocab self, uint64_t size) except -1 nogil:
     table.assign(size, empty)
     for k in range(self.trie.size()):
         if self.trie[k].key != 0:
-            slot = hash_u64(self.trie[k].key) & mask
+            slot = (mul_hash(self.trie[k].key) >> 32) & mask
             while table[slot].key != 0:
                 slot = (slot + 1) & mask
             table[slot] = self.trie[k]
@@ -326,7 +331,7 @@ cdef int _build_trie(Vocab self, vector[uint32_t]& parent, vector[uint32_t]& tok
             self.root_child[p[0]] = node
         for j in range(1, length):
             key = ((<uint64_t>node + 1) << 8) | p[j]
-            slot = hash_u64(key) & mask
+            slot = (mul_hash(key) >> 32) & mask
             while True:
                 k = table[slot].key
                 if k == key:
@@ -378,7 +383,7 @@ cdef inline void _add_pair(Vocab self, uint32_t t1, uint32_t t2, uint32_t i, uin
                            uint32_t filter_bits) noexcept nogil:
     # Record (t1, t2) as token i's split: merge table (pairs; pair_keys/vals are copied from it
     # slot for slot at the end), its filter, split_left/right.
-    cdef uint64_t key = ((<uint64_t>t1 << 32) | t2) + 1, h = hash_u64(key), slot = h & mask
+    cdef uint64_t key = ((<uint64_t>t1 << 32) | t2) + 1, h = mul_hash(key), slot = (h >> 32) & mask
     while self.pairs[slot].key != 0:
         slot = (slot + 1) & mask
     self.pairs[slot].key = key
@@ -499,6 +504,32 @@ cdef int _build_fast(Vocab self) except -1 nogil:
             self.first2[k] = trie_child(&self.view, node, k & 0xFF)
             if self.first2[k] != NO_TOKEN:
                 self.first2x[k] = self.first2[k] | (<uint64_t>self.node_token[self.first2[k]] << 32)
+    # which pairs of single-byte tokens merge (the pair table's answer, asked once per byte pair)
+    self.byte_pair_merge.assign(1024, 0)
+    for k in range(65536):
+        if pair_lookup(&self.view, self.byte_token[k >> 8], self.byte_token[k & 0xFF]) != NO_TOKEN:
+            self.byte_pair_merge[k >> 6] |= <uint64_t>1 << (k & 63)
+    # spine bottoms, in rank order (a token's halves rank before it)
+    self.spine_ends.resize(self.n_tokens)
+    for i in range(self.n_tokens):
+        node = self.split_right[i]
+        if node == i:
+            self.spine_ends[i].right_base = i
+            self.spine_ends[i].right_low = NO_TOKEN
+        else:
+            self.spine_ends[i].right_base = self.spine_ends[node].right_base
+            self.spine_ends[i].right_low = self.spine_ends[node].right_low
+            if self.spine_ends[i].right_low == NO_TOKEN:
+                self.spine_ends[i].right_low = i
+        node = self.split_left[i]
+        if node == i:
+            self.spine_ends[i].left_base = i
+            self.spine_ends[i].left_low = NO_TOKEN
+        else:
+            self.spine_ends[i].left_base = self.spine_ends[node].left_base
+            self.spine_ends[i].left_low = self.spine_ends[node].left_low
+            if self.spine_ends[i].left_low == NO_TOKEN:
+                self.spine_ends[i].left_low = i
     _sync(self)
     return 0
 
@@ -565,6 +596,10 @@ cdef class Vocab:
       any encoding and are left out of the trie and of whole-piece lookups.
     - ``bytes_table``: hash of the bytes -> ``i``; ``pair_keys``/``pair_vals``: merge table;
       ``root_child``, ``trie_keys``/``trie_vals``, ``node_token``: the longest-match trie.
+    - ``spine_ends``: for ``i``, the base token at the bottom of its split_right chain and the
+      lowest-ranked merged token on that chain (``NO_TOKEN`` when ``i`` is a base token), and the
+      same down split_left; ``byte_pair_merge``: bit ``a << 8 | b`` set when the single-byte
+      tokens of ``a`` and ``b`` merge.
     The Vocab owns every table (C++ vectors); ``view`` holds raw pointers into them for nogil code.
     """
 
@@ -734,6 +769,16 @@ cdef class Vocab:
     def valid_pair(self, uint32_t a, uint32_t b):
         """Would BPE keep tokens ``a`` and ``b`` (internal indexes) next to each other?"""
         return bool(is_valid_pair(&self.view, a, b))
+
+    def _spine_rejects(self, uint32_t a, uint32_t b):
+        """spine_rejects(a, b): True only when valid_pair(a, b) is False (for tests)."""
+        if a >= self.n_tokens or b >= self.n_tokens:
+            raise IndexError((a, b))
+        return bool(spine_rejects(&self.view, a, b))
+
+    def _bytes_stay_apart(self, uint8_t a, uint8_t b):
+        """bytes_stay_apart(a, b): valid_pair of the single-byte tokens of a and b (for tests)."""
+        return bool(bytes_stay_apart(&self.view, a, b))
 
     def lookup(self, bytes b):
         """Internal index of the token spelled ``b`` (reachable or not), or -1."""

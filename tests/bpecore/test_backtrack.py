@@ -196,3 +196,48 @@ def test_piece_length_boundaries(name, n, tiktoken_encoding):
     tk = tiktoken_encoding(name)
     for piece in (b"a" * n, (b" \t" * n)[:n], (b"Hello" * n)[:n], ("é中" * n).encode()[:n]):
         assert enc.encode_piece(piece) == tk._encode_single_piece(piece)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_spine_rejects_only_invalid_pairs(name):
+    # spine_rejects is a shortcut for is_valid_pair's last check: it may say True only for pairs
+    # valid_pair rejects. Random pairs, pairs of short tokens and of whitespace tokens (its target).
+    v = bpecore.get_encoding(name)._core.vocab
+    n = len(v)
+    rng = random.Random(5)
+    reachable = [t for t in range(n) if v.is_reachable(t)]
+    short = [t for t in reachable if len(v.token_bytes(t)) <= 3]
+    space = [t for t in reachable if not v.token_bytes(t).strip()]
+    rejected = 0
+    for pool in (reachable, short, space):
+        for _ in range(40_000):
+            a, b = rng.choice(pool), rng.choice(pool)
+            if v._spine_rejects(a, b):
+                rejected += 1
+                assert not v.valid_pair(a, b), (v.token_bytes(a), v.token_bytes(b))
+    assert rejected > 1000
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@given(data=st.data())
+def test_hyp_whitespace_pieces(name, data, tiktoken_encoding):
+    # Pieces that start and end with ASCII whitespace take the loop with the pair memo and
+    # spine_rejects (Performance notes, step 24), whatever their length.
+    units = data.draw(st.lists(st.sampled_from([" ", "\t", "\n", "\r", "\r\n", "  ", "x", "\u00a0", "-"]),
+                               min_size=1, max_size=6))
+    runs = data.draw(st.lists(st.tuples(st.sampled_from(units), st.integers(1, 150)), min_size=1, max_size=8))
+    piece = "".join(u * k for u, k in runs).encode()
+    if data.draw(st.booleans()):
+        piece = b" " + piece + b"\n"
+    enc = bpecore.get_encoding(name)
+    assert enc.encode_piece(piece) == tiktoken_encoding(name)._encode_single_piece(piece)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_byte_pair_bitmap_is_valid_pair(name):
+    # bytes_stay_apart (the 8 KB bitmap used for pairs of single bytes) answers as is_valid_pair.
+    v = bpecore.get_encoding(name)._core.vocab
+    byte_token = [v.lookup(bytes([b])) for b in range(256)]
+    for a in range(256):
+        for b in range(256):
+            assert v._bytes_stay_apart(a, b) == v.valid_pair(byte_token[a], byte_token[b]), (a, b)

@@ -110,6 +110,10 @@ LONG_TEXTS = {
     "latin1": "caf\u00e9 na\u00efve \u00bfqu\u00e9? \u00a0\u00ff " * 5000,
     "ucs2": "\u65e5\u672c\u8a9e \u0394\u03b5\u03bb\u03c4\u03b1 \u20ac5 \ud7ff\ue000 " * 5000,
     "ucs4": "\U0001f600 \U0001d400x \u4e2d\u6587 \u00e9 a1 \U0010ffff" * 5000,
+    # mostly ASCII, in runs of every length mod 8 (text_utf8 skips ASCII 8 or 4 code units a step)
+    "latin1_runs": "".join("abcdefghijklmnopq"[: k % 17] + "\u00e9" for k in range(9000)),
+    "ucs2_runs": "".join("The quick brown f"[: k % 17] + "\u2019" for k in range(9000)),
+    "ucs4_runs": "".join("jumps over a lazy"[: k % 17] + "\U0001f600" for k in range(9000)),
 }
 
 
@@ -118,8 +122,12 @@ LONG_TEXTS = {
 def test_long_non_ascii_texts_match_tiktoken(name, kind, tiktoken_encoding):
     text = LONG_TEXTS[kind]
     assert len(text) >= 65536 and not text.isascii()
-    expected = tiktoken_encoding(name).encode_ordinary(text)
     enc = bpecore.get_encoding(name)
+    fresh = "".join([text[:7], text[7:]])   # a new str whose UTF-8 nobody has asked for yet
+    fresh_ids = enc.encode_ordinary(fresh)
+    fresh_count = enc.count("".join([text[:7], text[7:]]))
+    expected = tiktoken_encoding(name).encode_ordinary(text)   # leaves text's UTF-8 cached in it
+    assert fresh_ids == expected and fresh_count == len(expected)
     assert enc.encode_ordinary(text) == expected
     assert list(enc.encode_to_buffer(text)) == expected
     assert enc.count(text) == len(expected)

@@ -21,7 +21,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bpecore import pretokenize
-from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN, pattern_kind, piece_ends, split
+from bpecore.pretokenize import (
+    CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN, _piece_ends_one_by_one, pattern_kind, piece_ends, split,
+)
 
 PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "r50k": R50K_PATTERN}
 PATTERN_PARAMS = [pytest.param(p, id=name) for name, p in PATTERNS.items()]
@@ -174,6 +176,10 @@ HARD_CASES = [
     "\u0301" + "A" * 20 + ".", "'" + "A" * 9 + "\u02b0" + "A" * 9, "a" * 17 + "\u00e9" + "b" * 9, " " * 17 + "x",
     " 12345", "\u0661\u0662\u0663\u0664", "\u00b2\u2160x", " ?!\n\n/x", "?/\n", " /\r\n", "a'LL've", "don't",
     "I'm fine,  thanks!\n", "\U0001f600\U0001f600 \U0001f44d", "x \U0001f600", "\u00e9t\u00e9's",
+    # the ASCII-word fast paths (cl100k_ascii_word, o200k_ascii_word) and their edges
+    "Ab", "A", " A", " a", "ab", " Ab", " AB", "ABc", " ABc", "xYz", "Ab'", "ab'S", "Ab's", " The's",
+    "'sup", " 'sup", "'Sup", "''a", "-Ab", "_ab", "1ab", " 1a", "\nAb", "\rab", "\r\nab", "\tAbc's",
+    "a\u00e9", " T\u00e9", " a\u0301", "Ab\u02b0c", " A\u01c5a", "\u00a0ab", ".a.", " a'", "x'",
 ]
 
 
@@ -239,6 +245,14 @@ def test_doctests():
     assert result.attempted > 0 and result.failed == 0
 
 
+@pytest.mark.parametrize("corpus", CORPORA)
+@pytest.mark.parametrize("pattern", PATTERN_PARAMS)
+def test_batched_ends_equal_single(pattern, corpus):
+    """next_piece_ends (batches, what encoding uses) cuts exactly as next_piece_end one by one."""
+    data = read_corpus(corpus).encode()
+    assert piece_ends(pattern, data) == _piece_ends_one_by_one(pattern_kind(pattern), data)
+
+
 # --- generated text --------------------------------------------------------------------------
 
 def _many() -> settings:
@@ -274,3 +288,5 @@ def test_hyp_runs_match_regex(pattern, text):
 def test_hyp_pieces_tile_text(pattern, text):
     pieces = split(pattern, text)
     assert "".join(pieces) == text and all(pieces)
+    data = text.encode()
+    assert piece_ends(pattern, data) == _piece_ends_one_by_one(pattern_kind(pattern), data)
