@@ -135,7 +135,7 @@ from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
 from bpecore.prefix cimport piece_horizon
 from bpecore.pretokenize cimport PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX, char_flags, next_piece_end
-from bpecore.vocab cimport VocabView, hash_u64, is_valid_pair, load_head, lookup_piece, piece_hash
+from bpecore.vocab cimport VocabView, is_valid_pair, mul_hash, load_head, lookup_piece, piece_hash
 
 
 cdef extern from "_unicode_tables.h":
@@ -272,7 +272,7 @@ cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n,
         d = j + 2
         while d < n:
             key = ((<uint64_t>node + 1) << 8) | p[d]
-            h = hash_u64(key) & v.trie_mask
+            h = (mul_hash(key) >> 32) & v.trie_mask
             while True:
                 kk = v.trie[h].key
                 if kk == key or kk == 0:
