@@ -76,7 +76,7 @@ cdef class Appender:
     cdef void c_push(self, const uint8_t* data, Py_ssize_t n) noexcept nogil
     cdef inline MemoEntry* _memo_slot(self, const uint8_t* p, Py_ssize_t n) noexcept nogil
     cdef void _memo_store(self, MemoEntry* e, Py_ssize_t n, Py_ssize_t count) noexcept nogil
-    cdef Py_ssize_t _count(self, const uint8_t* p, Py_ssize_t n) noexcept nogil
+    cdef inline Py_ssize_t _count(self, const uint8_t* p, Py_ssize_t n) noexcept nogil
     cdef inline void _append(self, const uint8_t* data, Py_ssize_t n) noexcept nogil
     cdef void _extend_last(self) noexcept nogil
     cdef void _extend_run(self) noexcept nogil

@@ -51,7 +51,7 @@ from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
-from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
+from bpecore.backtrack cimport BacktrackEncoder, count_piece
 from bpecore.pretokenize cimport PAT_CL100K, PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX, char_flags, next_piece_end
 from bpecore.vocab cimport Vocab, VocabView, is_valid_pair, token_len, trie_child
 
@@ -255,8 +255,12 @@ cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize
 
 cdef inline Py_ssize_t count_bytes(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                    vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
-    out.clear()
-    return encode_piece(v, p, n, out, bits)
+    """``count_piece`` that also takes an empty piece (a custom pattern may match nothing)."""
+    return count_piece(v, p, n, out, bits) if n > 0 else 0
+
+
+cdef inline uint64_t _memo_hash(uint64_t w0, uint64_t w1, uint64_t n, int shift) noexcept nogil:
+    return ((w0 ^ (w1 * 0xC2B2AE3D27D4EB4FULL) ^ n) * 0x9E3779B97F4A7C15ULL) >> shift
 
 
 cdef class Appender:
@@ -288,7 +292,7 @@ cdef class Appender:
 
         Two 8-byte loads and a multiply: ``buf`` keeps SLACK bytes of capacity past its end, so
         the loads stay inside its block; bytes past the piece are masked off."""
-        cdef uint64_t w0, w1, h
+        cdef uint64_t w0, w1
         memcpy(&w0, p, 8)
         memcpy(&w1, p + 8, 8)
         if n < 8:
@@ -301,14 +305,12 @@ cdef class Appender:
         if self.memo.size() == 0:
             self.memo.resize(<size_t>1 << MEMO_MIN_BITS)
             self.memo_shift = 64 - MEMO_MIN_BITS
-        h = ((w0 ^ (w1 * 0xC2B2AE3D27D4EB4FULL) ^ <uint64_t>n) * 0x9E3779B97F4A7C15ULL) >> self.memo_shift
-        return &self.memo[h]
+        return &self.memo[_memo_hash(w0, w1, n, self.memo_shift)]
 
     cdef void _memo_store(self, MemoEntry* e, Py_ssize_t n, Py_ssize_t count) noexcept nogil:
         """Fill the slot ``_memo_slot`` returned (its key is in key0/key1); grow the memo when
         misses since it last grew pass a quarter of its slots (entries are kept)."""
         cdef vector[MemoEntry] old
-        cdef uint64_t h
         e.w0 = self.key0
         e.w1 = self.key1
         e.length = <uint32_t>n
@@ -322,16 +324,14 @@ cdef class Appender:
         self.memo.resize(old.size() * 2)
         for e2 in old:
             if e2.length:
-                h = ((e2.w0 ^ (e2.w1 * 0xC2B2AE3D27D4EB4FULL) ^ <uint64_t>e2.length)
-                     * 0x9E3779B97F4A7C15ULL) >> self.memo_shift
-                self.memo[h] = e2
+                self.memo[_memo_hash(e2.w0, e2.w1, e2.length, self.memo_shift)] = e2
 
-    cdef Py_ssize_t _count(self, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef inline Py_ssize_t _count(self, const uint8_t* p, Py_ssize_t n) noexcept nogil:
         """len(BPE(p[:n])) for p inside ``buf``; pieces up to MEMO_LEN bytes go through the memo."""
         cdef MemoEntry* e
         cdef Py_ssize_t c
         if n > MEMO_LEN or n <= 0:
-            return count_piece(self.v, p, n, self.out, self.bits) if n > 0 else 0
+            return count_bytes(self.v, p, n, self.out, self.bits)
         e = self._memo_slot(p, n)
         if e.length == <uint32_t>n and e.w0 == self.key0 and e.w1 == self.key1:
             return e.count
@@ -349,32 +349,20 @@ cdef class Appender:
             self.buf.push_back(data[k])
 
     cdef void _extend_last(self) noexcept nogil:
-        """Update ``last_count``. Up to MEMO_LEN bytes the memo usually knows the piece (the same
-        words come back all through a text); otherwise the prefix table is extended to the
-        piece's length, one backwards trie walk per byte not yet in it, and the memo learns it."""
+        """Update ``last_count``: pieces up to MEMO_LEN bytes are counted whole through the memo
+        (the same words come back all through a text); from there on the prefix table is kept and
+        extended byte by byte, one backwards trie walk per byte not yet in it."""
         cdef Py_ssize_t x, length = self.buf.size() - self.last_start
         cdef uint32_t t
         cdef const uint8_t* p = self.buf.data() + self.last_start
-        cdef MemoEntry* e = NULL
-        if length <= MEMO_LEN:
-            if length == 0:
-                self.last_count = 0
-                return
-            e = self._memo_slot(p, length)
-            if e.length == <uint32_t>length and e.w0 == self.key0 and e.w1 == self.key1:
-                self.last_count = e.count
-                return
-            if self.last.size() == 1:
-                self.last_count = count_piece(self.v, p, length, self.out, self.bits)
-                self._memo_store(e, length, self.last_count)
-                return
+        if length <= MEMO_LEN and self.last.size() == 1:
+            self.last_count = self._count(p, length)
+            return
         for x in range(self.last.size(), length + 1):
             t = last_token(self.v, &self.trie.view, p, x, self.last.data(), self.scratch)
             self.last.push_back(t)
             self.cnt.push_back(self.cnt[x - token_len(self.v, t)] + 1)
         self.last_count = self.cnt[length]
-        if e != NULL:
-            self._memo_store(e, length, self.last_count)
 
     cdef void _extend_run(self) noexcept nogil:
         cdef Py_ssize_t x
