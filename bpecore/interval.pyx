@@ -438,8 +438,8 @@ cdef class IntervalCounter:
         cdef Py_ssize_t c
         cdef uint32_t two, three
         if not self.tables:
-            pass
-        elif e - pos == 2 or e - pos == 3:
+            return count_piece(v, q, e - pos, self.scratch, self.bits)
+        if e - pos == 2 or e - pos == 3:
             # every prefix and suffix is one byte or two: a first2x read each
             if v.byte_token[q[0]] != NO_TOKEN and v.byte_token[q[1]] != NO_TOKEN:
                 two = (v.first2x[(<uint32_t>q[0] << 8) | q[1]] >> 32) != NO_TOKEN
