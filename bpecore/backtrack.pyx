@@ -258,7 +258,6 @@ from bpecore.vocab cimport (
 
 import array as _array
 
-from bpecore._text import clean
 from bpecore.pretokenize import pattern_kind
 
 cdef extern from *:
@@ -1042,50 +1041,6 @@ cdef class BacktrackEncoder:
         with nogil:
             total = encode_text(&self.vocab.view, self.kind, s, n, ends, scratch, True)
         return total
-
-    def encode_many(self, texts, bint count_only=False):
-        """[encode(t) for t in texts] (or [count(t) ...]) with one GIL release for the whole list.
-
-        Lone surrogates are replaced by U+FFFD, as Encoding does for single texts.
-        """
-        cdef Py_ssize_t m = len(texts), i, total
-        cdef vector[const uint8_t*] starts
-        cdef vector[Py_ssize_t] lengths
-        cdef vector[vector[Py_ssize_t]] ends
-        cdef vector[uint32_t] out
-        cdef vector[Py_ssize_t] bounds
-        cdef const uint8_t* s
-        cdef Py_ssize_t n
-        cdef const VocabView* v = &self.vocab.view
-        cdef int kind = self.kind
-        keep = []
-        starts.resize(m)
-        lengths.resize(m)
-        ends.resize(m)
-        bounds.resize(m + 1)
-        for i in range(m):
-            text = texts[i]
-            try:
-                self._pieces(text, &s, &n, ends[i])
-            except UnicodeEncodeError:
-                text = clean(text)
-                keep.append(text)
-                ends[i].clear()
-                self._pieces(text, &s, &n, ends[i])
-            starts[i] = s
-            lengths[i] = n
-        with nogil:
-            bounds[0] = 0
-            for i in range(m):
-                if count_only:
-                    bounds[i + 1] = encode_text(v, kind, starts[i], lengths[i], ends[i], out, True)
-                else:
-                    bounds[i + 1] = encode_text(v, kind, starts[i], lengths[i], ends[i], out, False)
-        if count_only:
-            return [bounds[i + 1] for i in range(m)]
-        cdef const uint32_t* id_map = self.vocab.ids.data() if self.vocab.ids.size() else NULL
-        return [ids_to_list(out.data() + bounds[i], bounds[i + 1] - bounds[i], id_map, self.vocab.max_id)
-                for i in range(m)]
 
     def encode_single_piece(self, const uint8_t[::1] data):
         """BPE of ``data`` as one piece (no pre-tokenization)."""
