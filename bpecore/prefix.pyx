@@ -39,7 +39,8 @@ English corpus, cl100k; per push: instructions / D1 misses / branch mispredicts)
   final so the small methods inline: 1,008 -> 504 / 4.8 / 4.4.
 - a memo miss first filled the prefix table (a backwards walk per byte): fewer instructions but
   the reverse trie is 24 MB of open addressing, so D1 misses stayed at 4.8 per push; a miss now
-  runs ``count_piece`` over the forward tables ``count`` keeps warm: 535 / 2.7 / 5.1.
+  runs ``count_piece`` over the forward tables ``count`` keeps warm: 535 / 2.7 / 5.1 (539 with
+  the memo reached through ``_count`` alone, after the encoder changes of the same round).
 - what is left: ``backtrack_short`` on memo misses (first sight of a piece that is no token)
   ~100 instructions per push, the interpreter's own call ~700 instructions per push (the floor
   row of ``bench_exact.py``).
