@@ -189,6 +189,23 @@ def test_hard_case(pattern, text):
     assert split(pattern, text) == regex.findall(pattern, text)
 
 
+#: One character of each class the ASCII fast paths tell apart (letters of both cases, digits,
+#: space, tab, \r, \n, punctuation, '/', apostrophe, \x1c: not \s for `regex`) and the
+#: multi-byte characters that send them to the full scanner (letter, NBSP, mark, other digit).
+SHORT_ALPHABET = "aZ1 \t\r\n./'\x1c\u00e9\u00a0\u0301\u0661"
+
+
+@pytest.mark.parametrize("pattern", PATTERN_PARAMS)
+def test_every_short_text(pattern):
+    """Every text of up to 4 characters over SHORT_ALPHABET, each cut on its own: each fast path
+    meets every next character and the end of the text at every distance."""
+    texts = [""]
+    for _ in range(4):
+        texts = [t + c for t in texts for c in SHORT_ALPHABET]
+        for text in texts:
+            assert split(pattern, text) == regex.findall(pattern, text), repr(text)
+
+
 def test_end_of_text_is_n():
     r"""\s++$ and \s+(?!\S) see the end of the piece_ends input, nothing beyond it."""
     assert split(CL100K_PATTERN, "a  ") == ["a", "  "]
