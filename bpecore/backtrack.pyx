@@ -225,6 +225,35 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      9.68M -> 10.07M, 145K -> 132K; cl100k b64 26.86M -> 28.65M, 632K -> 619K; (b) only cut_block
 #      hashing every piece: o200k b64 33.68M / 600K, cl100k b64 27.83M / 624K. At ~15 cycles a
 #      miss and IPC ~2.5 that is -2% for o200k b64 and +2% for cl100k b64. Rejected.
+#   Issue 3, fourth follow-up (o200k english count at 4.2-4.9x tiktoken, goal 5x). perf
+#   (cpu-clock, o200k english 1 MB): short_tokens 31.6% of the time on 11.6% of the Ir, 37% of
+#   its samples on the trie slot load and 22% on the pair filter and pair table; the 3.5K calls
+#   per MB are first sights of distinct non-token pieces (avg 8.5 bytes, 2.3 tokens), 45 D1
+#   misses each. A/B in one process (a temporary runtime switch, alternating calls, 21-41
+#   rounds, thread CPU time, median of per-round ratios); Ir and D1 misses from callgrind of
+#   one count() of 1 MB with the str's UTF-8 cached.
+#  28. Longest matches from the whole-piece table instead of the trie: (a) every substring of 3+
+#      bytes of pieces up to 12 bytes hashed and prefetched at once (one round of misses instead
+#      of one per trie level): o200k english 1.03-1.05x, code 1.04x, but multilingual 0.91x
+#      (12 bytes) and Ir +11-17% on multilingual and adv_base64; gated on ASCII pieces,
+#      multilingual still 0.97x. Rejected. (b) short_tokens_probed: only the positions the
+#      backtracking reaches, each probing the lengths 3..rest at once (probe_longest), for ASCII
+#      pieces up to 16 bytes: o200k english 1.13x, cl100k english 1.11x, code 1.06x, multilingual
+#      1.01x, o200k adv_base64 0.99x, but cl100k adv_base64 0.75x (random letters: short tokens,
+#      many positions, every probe of every length). (c) = (b) for pieces shaped like words only
+#      (word_shaped: an ASCII character, a letter, then letters of one case; 92% of o200k
+#      english's distinct non-token pieces, 32% of cl100k adv_base64's): o200k english
+#      1.06-1.11x, cl100k english 1.08-1.09x, o200k code 1.05x, multilingual 1.02x, adv_unicode
+#      1.00x, o200k adv_base64 0.99x, cl100k adv_base64 0.96-1.00x. Kept (c). With 29, against
+#      10e5879 (Ir / D1 misses per 1 MB): o200k english 45.78M / 287K -> 43.28M / 242K, cl100k
+#      english 46.41M / 298K -> 44.04M / 258K, o200k code 51.85M -> 49.90M, multilingual 65.90M
+#      -> 62.90M, adv_base64 158.3M -> 165.6M (+4.6%, D1 -3%), cl100k adv_base64 139.5M ->
+#      145.6M (+4.4%, D1 equal), adv_unicode equal.
+#  29. lookup_piece_hashed compares the tail of a 9-16 byte piece by one 8-byte load per side
+#      (tail_equal) instead of a memcmp call (perf: memcmp 5.8% of o200k english; 22K of the 28K
+#      calls per MB were this check). 13 measured the same change by Ir only: o200k english
+#      45.78M -> 44.73M Ir (-2.3%); time 0.997x in 9 alternating process pairs (noise). Kept for
+#      the Ir.
 #   Bench after 26 (benches/README.md, "Issue 3, third follow-up"). Left: o200k english is
 #   bound by cache misses, not instructions (1 MB: Ir -20% since e452448, D1 misses unchanged at
 #   264K, LL 61K, 73% of the LL misses in short_tokens' trie walks over the ~3.3K distinct
@@ -344,6 +373,7 @@ cdef Py_ssize_t count_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
 
 cdef enum:
     SHORT_PIECE = 32    #: pieces up to this many bytes get all their longest matches at once
+    PROBE_PIECE = 16    #: ASCII pieces up to this many bytes find them in the whole-piece table
     PAIR_MEMO = 256     #: is_valid_pair answers remembered per longer piece (2**8 slots)
     MEMO_SAMPLE = 64    #: leading bytes of a long piece looked at to decide on the memo
     MEMO_DISTINCT = 8   #: the memo is used when they hold at most this many distinct bytes
@@ -445,6 +475,80 @@ cdef inline bint pair_stays(const VocabView* v, uint32_t last, uint32_t token, c
     return is_valid_pair(v, last, token)
 
 
+cdef inline bint word_shaped(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """p[:n] (2 <= n <= 16) looks like a word: an ASCII character, an ASCII letter, then ASCII
+    letters all of one case (" word", " Word", "_WORD"; random base64 rarely is)."""
+    cdef Py_ssize_t i
+    cdef uint32_t case
+    if p[0] >= 0x80 or <uint32_t>((p[1] | 0x20) - 0x61) > 25:
+        return False
+    if n == 2:
+        return True
+    case = p[2] & 0x20
+    for i in range(2, n):
+        if <uint32_t>((p[i] | 0x20) - 0x61) > 25 or (p[i] & 0x20) != case:
+            return False
+    return True
+
+
+cdef inline uint32_t probe_longest(const VocabView* v, const uint8_t* p, Py_ssize_t r) noexcept nogil:
+    """next_match(v, p, r) for 1 <= r <= PROBE_PIECE from the whole-piece table: every length from
+    3 to r is hashed and its slot prefetched, then looked up longest first, so the lookups' cache
+    misses overlap (one round) where the trie's form a chain (Performance notes, step 28)."""
+    cdef uint64_t hs[PROBE_PIECE + 1]
+    cdef Py_ssize_t l
+    cdef uint64_t x
+    cdef uint32_t t
+    for l in range(3, r + 1):
+        hs[l] = piece_hash(p, l, load_head(p, l))
+        bpe_prefetch(&v.pieces[hs[l] >> v.piece_shift])
+    for l in range(r, 2, -1):
+        t = lookup_piece_hashed(v, p, l, load_head(p, l), hs[l])
+        if t != NO_TOKEN:
+            return t
+    if r >= 2:
+        x = v.first2x[(<uint32_t>p[0] << 8) | p[1]]
+        if <uint32_t>x != NO_TOKEN and (x >> 32) != NO_TOKEN:
+            return <uint32_t>(x >> 32)
+    return v.byte_token[p[0]]
+
+
+cdef Py_ssize_t short_tokens_probed(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                                    uint32_t* stack) noexcept nogil:
+    """short_tokens for 2 <= n <= PROBE_PIECE, with the longest match of a position found when the
+    loop first reaches it (probe_longest), not for every position beforehand."""
+    cdef Py_ssize_t pos = 0, k = 0
+    cdef Py_ssize_t end
+    cdef uint32_t last = NO_TOKEN, shorter, token
+    cdef uint64_t alive = <uint64_t>0xFFFFFFFFFFFFFFFFULL
+    cdef uint64_t known = 0
+    cdef uint32_t best[PROBE_PIECE]
+    token = probe_longest(v, p, n)
+    while True:
+        end = pos + token_len(v, token)
+        if ((alive >> end) & 1) and (last == NO_TOKEN or pair_stays(v, last, token, p, pos, end)):
+            stack[k] = token
+            k += 1
+            last = token
+            pos = end
+            if pos == n:
+                return k
+            if not ((known >> pos) & 1):
+                best[pos] = probe_longest(v, p + pos, n - pos)
+                known |= <uint64_t>1 << pos
+            token = best[pos]
+        else:
+            shorter = v.next_prefix[token]
+            if shorter != NO_TOKEN:
+                token = shorter
+            else:
+                alive &= ~(<uint64_t>1 << pos)
+                k -= 1
+                token = last
+                pos -= token_len(v, token)
+                last = stack[k - 1] if k else NO_TOKEN
+
+
 cdef Py_ssize_t short_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                              uint32_t* stack) noexcept nogil:
     """BPE of p[:n] (2 <= n <= SHORT_PIECE, not itself a token or not) into stack[:k]; returns k.
@@ -458,6 +562,8 @@ cdef Py_ssize_t short_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
     cdef uint32_t last = NO_TOKEN, shorter, token
     cdef uint64_t alive = <uint64_t>0xFFFFFFFFFFFFFFFFULL
     cdef uint32_t best[SHORT_PIECE]
+    if n <= PROBE_PIECE and word_shaped(p, n):
+        return short_tokens_probed(v, p, n, stack)
     longest_matches(v, p, n, best)
     token = best[0]
     while True:

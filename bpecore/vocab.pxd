@@ -90,6 +90,17 @@ cdef inline uint64_t piece_hash(const uint8_t* p, Py_ssize_t n, uint64_t head) n
     return h
 
 
+cdef inline bint tail_equal(const uint8_t* a, const uint8_t* b, Py_ssize_t n) noexcept nogil:
+    # a[8:n] == b[8:n] (n > 8): pieces of up to 16 bytes by one 8-byte load each (their last 8
+    # bytes; the first 8 already matched), longer ones by memcmp.
+    cdef uint64_t x, y
+    if n <= 16:
+        memcpy(&x, a + n - 8, 8)
+        memcpy(&y, b + n - 8, 8)
+        return x == y
+    return memcmp(a + 8, b + 8, n - 8) == 0
+
+
 cdef inline uint32_t lookup_piece_hashed(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                          uint64_t head, uint64_t h) noexcept nogil:
     # lookup_piece with head = load_head(p, n) and h = piece_hash(p, n, head) already computed.
@@ -101,7 +112,7 @@ cdef inline uint32_t lookup_piece_hashed(const VocabView* v, const uint8_t* p, P
         if e.token == NO_TOKEN:
             return NO_TOKEN
         if e.head == head and e.len == <uint32_t>n:
-            if n <= 8 or memcmp(v.all_bytes + v.token_starts[e.token] + 8, p + 8, n - 8) == 0:
+            if n <= 8 or tail_equal(v.all_bytes + v.token_starts[e.token], p, n):
                 return e.token
         i = (i + 1) & mask
 

@@ -180,6 +180,27 @@ def test_hyp_single_piece_paths(name, data, token_bytes, tiktoken_encoding):
         assert got == reference.bpe_encode(_ranks(name, shared_ranks), piece)
 
 
+_WORD_PREFIXES = [b"", b" ", b"_", b"(", b"'", b"\t", b"A", b"z"]
+_WORD_PARTS = ["ing", "tion", "un", "pro", "pag", "ates", "ed", "s", "q", "x", "zz", "conspic", "uously", "re"]
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@given(data=st.data())
+def test_hyp_word_shaped_pieces(name, data, tiktoken_encoding):
+    # ASCII pieces of up to 16 bytes shaped like words take their longest matches from the
+    # whole-piece table (short_tokens_probed); the others of the same lengths walk the trie.
+    from bpecore import reference
+    from tests.conftest import shared_ranks
+
+    parts = data.draw(st.lists(st.sampled_from(_WORD_PARTS), min_size=1, max_size=6))
+    word = "".join(parts)
+    word = data.draw(st.sampled_from([word, word.upper(), word.capitalize(), word.swapcase()])).encode()
+    piece = (data.draw(st.sampled_from(_WORD_PREFIXES)) + word)[:data.draw(st.integers(2, 18))]
+    got = bpecore.get_encoding(name).encode_piece(piece)
+    assert got == tiktoken_encoding(name)._encode_single_piece(piece)
+    assert got == reference.bpe_encode(_ranks(name, shared_ranks), piece)
+
+
 _RANKS: dict[str, dict[bytes, int]] = {}
 
 
