@@ -254,6 +254,14 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      calls per MB were this check). 13 measured the same change by Ir only: o200k english
 #      45.78M -> 44.73M Ir (-2.3%); time 0.997x in 9 alternating process pairs (noise). Kept for
 #      the Ir.
+#  30. piece_tails: the last 8 bytes of every token over 8 bytes in an array parallel to the
+#      whole-piece table (same slot index), prefetched by cut_block with the slot for pieces over
+#      8 bytes. perf after 29: 30% of encode_text's own samples sat on the 9-16 byte check's chain
+#      token id -> token_starts -> all_bytes (22K such pieces per MB of English, 2.3K distinct);
+#      after, that chain is gone from the profile. Time vs aec84fd (9 alternating process pairs,
+#      thread CPU time): o200k english 1.01x and 1.04x in two runs, code 0.98x, cl100k english
+#      1.06x. Memory: +4 MB (o200k) and +2 MB (cl100k) of table, RSS after loading both 133.0 ->
+#      138.1 MB. Kept.
 #   Bench after 26 (benches/README.md, "Issue 3, third follow-up"). Left: o200k english is
 #   bound by cache misses, not instructions (1 MB: Ir -20% since e452448, D1 misses unchanged at
 #   264K, LL 61K, 73% of the LL misses in short_tokens' trie walks over the ~3.3K distinct
@@ -775,6 +783,8 @@ cdef inline Py_ssize_t cut_block(const VocabView* v, int kind, const uint8_t* s,
             block[j].head = load_head(s + start, length)
             block[j].h = piece_hash(s + start, length, block[j].head)
             bpe_prefetch(&v.pieces[block[j].h >> v.piece_shift])
+            if length > 8:
+                bpe_prefetch(&v.piece_tails[block[j].h >> v.piece_shift])
             if cache != NULL:
                 bpe_prefetch(&cache[block[j].h >> (64 - cache_bits)])
         start = end
@@ -1080,6 +1090,7 @@ cdef class BacktrackEncoder:
             # 4 KB pages nearly every probe is also a TLB miss. Read-only from here on.
             if v.pieces != NULL:
                 bpe_huge_pages(v.pieces, sizeof(PieceEntry) << (64 - v.piece_shift))
+                bpe_huge_pages(v.piece_tails, sizeof(uint64_t) << (64 - v.piece_shift))
             if v.trie != NULL:
                 bpe_huge_pages(v.trie, sizeof(TrieEntry) * (v.trie_mask + 1))
             if v.pairs != NULL:

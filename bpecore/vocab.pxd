@@ -64,6 +64,7 @@ cdef struct VocabView:
     const uint64_t* first2x         #: first2[i] | node_token[first2[i]] << 32 (NO_TOKEN halves when absent)
     const SpineEnds* spine_ends     #: per token: the bottoms of its right and left spines (spine_rejects)
     const uint64_t* byte_pair_merge #: bit a << 8 | b set when the tokens of bytes a and b merge (8 KB)
+    const uint64_t* piece_tails     #: pieces[i]'s token's last 8 bytes when it is over 8 bytes long (same slots)
 
 
 cdef inline uint64_t load_head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -90,15 +91,16 @@ cdef inline uint64_t piece_hash(const uint8_t* p, Py_ssize_t n, uint64_t head) n
     return h
 
 
-cdef inline bint tail_equal(const uint8_t* a, const uint8_t* b, Py_ssize_t n) noexcept nogil:
-    # a[8:n] == b[8:n] (n > 8): pieces of up to 16 bytes by one 8-byte load each (their last 8
-    # bytes; the first 8 already matched), longer ones by memcmp.
-    cdef uint64_t x, y
-    if n <= 16:
-        memcpy(&x, a + n - 8, 8)
-        memcpy(&y, b + n - 8, 8)
-        return x == y
-    return memcmp(a + 8, b + 8, n - 8) == 0
+cdef inline bint tail_equal(const VocabView* v, uint64_t slot, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # p[8:n] == bytes 8..n of the token in pieces[slot], which has p's head and length n > 8. Its
+    # last 8 bytes are read from piece_tails[slot], a load that does not wait for the token id
+    # (and that encode_text prefetches with the slot); the middle of a token over 16 bytes from
+    # all_bytes.
+    cdef uint64_t x
+    memcpy(&x, p + n - 8, 8)
+    if x != v.piece_tails[slot]:
+        return False
+    return n <= 16 or memcmp(v.all_bytes + v.token_starts[v.pieces[slot].token] + 8, p + 8, n - 16) == 0
 
 
 cdef inline uint32_t lookup_piece_hashed(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -112,7 +114,7 @@ cdef inline uint32_t lookup_piece_hashed(const VocabView* v, const uint8_t* p, P
         if e.token == NO_TOKEN:
             return NO_TOKEN
         if e.head == head and e.len == <uint32_t>n:
-            if n <= 8 or tail_equal(v.all_bytes + v.token_starts[e.token], p, n):
+            if n <= 8 or tail_equal(v, i, p, n):
                 return e.token
         i = (i + 1) & mask
 
@@ -322,6 +324,8 @@ cdef class Vocab:
     cdef vector[uint32_t] index_of_id
     #: Reachable tokens by their bytes, head inline (VocabView.pieces); load factor <= 0.5.
     cdef vector[PieceEntry] pieces
+    #: Last 8 bytes of the tokens over 8 bytes in ``pieces``, by slot (VocabView.piece_tails).
+    cdef vector[uint64_t] piece_tails
     #: trie_keys/trie_vals + node_token of the child, and pair_keys/pair_vals, one slot each.
     cdef vector[TrieEntry] trie
     cdef vector[PairEntry] pairs

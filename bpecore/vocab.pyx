@@ -229,6 +229,7 @@ cdef void _sync(Vocab self) noexcept nogil:
     self.view.first2x = self.first2x.data()
     self.view.spine_ends = self.spine_ends.data()
     self.view.byte_pair_merge = self.byte_pair_merge.data()
+    self.view.piece_tails = self.piece_tails.data()
 
 
 cdef int _build_lookup(Vocab self, uint32_t* err) except -1 nogil:
@@ -475,6 +476,7 @@ cdef int _build_fast(Vocab self) except -1 nogil:
         bits += 1
     size = <uint64_t>1 << bits
     self.pieces.assign(size, empty_piece)
+    self.piece_tails.assign(size, 0)
     for i in range(self.n_tokens):
         if not self.reachable[i]:
             continue
@@ -487,6 +489,8 @@ cdef int _build_fast(Vocab self) except -1 nogil:
         self.pieces[slot].head = head
         self.pieces[slot].token = i
         self.pieces[slot].len = length
+        if length > 8:
+            memcpy(&self.piece_tails[slot], p + length - 8, 8)
     self.view.piece_shift = 64 - bits
     # trie: same slots as trie_keys, with the child's token inline
     for k in range(self.trie.size()):
