@@ -262,6 +262,11 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      thread CPU time): o200k english 1.01x and 1.04x in two runs, code 0.98x, cl100k english
 #      1.06x. Memory: +4 MB (o200k) and +2 MB (cl100k) of table, RSS after loading both 133.0 ->
 #      138.1 MB. Kept.
+#  31. token_len from a one-byte-per-token array (lengths saturated at 255) instead of two reads
+#      of token_starts (perf: ~12% of short_tokens' samples on token_starts): callgrind, 1 MB,
+#      o200k english Ir 43.41M -> 43.44M, D1 misses 229K -> 226K; adv_base64 165.3M -> 165.6M,
+#      2.84M -> 2.79M; time vs e200f7e 1.015x english, 0.94x and 1.08x adv_base64 in two runs
+#      (noise). Rejected: no measurable gain for another table.
 #   Bench after 26 (benches/README.md, "Issue 3, third follow-up"). Left: o200k english is
 #   bound by cache misses, not instructions (1 MB: Ir -20% since e452448, D1 misses unchanged at
 #   264K, LL 61K, 73% of the LL misses in short_tokens' trie walks over the ~3.3K distinct
