@@ -32,7 +32,7 @@ from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
 from bpecore.backtrack cimport BacktrackEncoder, encode_piece
-from bpecore.prefix cimport Appender, SuffixTrie
+from bpecore.prefix cimport Appender, SuffixTrie, push_ascii
 from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_end
 from bpecore.vocab cimport VocabView
 
@@ -104,6 +104,8 @@ cdef class AppendableCounter:
                 # ASCII text is its own UTF-8: no conversion, no error to catch
                 p = <const char*>PyUnicode_DATA(data)
                 n = PyUnicode_GET_LENGTH(data)
+                if n == 1 and push_ascii(self.app, <uint8_t>p[0]):
+                    return self._result(self.app.c_count())
             else:
                 try:
                     p = PyUnicode_AsUTF8AndSize(data, &n)
@@ -155,6 +157,10 @@ cdef class AppendableCounter:
 
     def memory_bytes(self):
         return self.app.memory_bytes()
+
+    def _state(self):
+        """The engine's state (``prefix.Appender._state``), for tests."""
+        return self.app._state()
 
 
 cdef class PrependableCounter:
