@@ -22,6 +22,7 @@ cimport cython
 
 from bpecore._text import utf8
 
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH
 
 cdef extern from "Python.h":
@@ -81,13 +82,12 @@ cdef class AppendableCounter:
     cdef Appender app
     cdef _Utf8Input input
     cdef bint held      #: bytes of an unfinished character are waiting
-    cdef list ints                #: recently returned ints, by count % INT_RING
+    cdef PyObject* ints[16]       #: recently returned ints, by count % 16 (owned references or NULL)
     cdef Py_ssize_t int_vals[16]  #: their values (-1: empty)
 
     def __init__(self, BacktrackEncoder encoder, SuffixTrie trie):
         self.app = Appender(encoder, trie)
         self.input = _Utf8Input()
-        self.ints = [None] * 16
         for i in range(16):
             self.int_vals[i] = -1
 
@@ -125,10 +125,20 @@ cdef class AppendableCounter:
         # The count moves by a token or two per push, back and forth while a word is typed: a
         # ring of the ints returned last spares most pushes an int allocation.
         cdef Py_ssize_t i = count & 15
+        cdef object value
         if self.int_vals[i] != count:
+            value = count
+            Py_XDECREF(self.ints[i])
+            Py_INCREF(value)
+            self.ints[i] = <PyObject*>value
             self.int_vals[i] = count
-            self.ints[i] = count
-        return self.ints[i]
+            return value
+        return <object>self.ints[i]
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(16):
+            Py_XDECREF(self.ints[i])
 
     def extend(self, pieces):
         """Push each of ``pieces``; return the final count."""

@@ -113,13 +113,42 @@ cdef inline uint64_t memo_hash(uint64_t w0, uint64_t w1, uint64_t n, int shift) 
     return ((w0 ^ (w1 * 0xC2B2AE3D27D4EB4FULL) ^ n) * 0x9E3779B97F4A7C15ULL) >> shift
 
 
-cdef inline bint push_ascii(Appender a, uint8_t c) noexcept nogil:
-    """Append the ASCII character ``c`` (< 0x80) when it lengthens a short word, starts a word
-    after one space, or ends a word with whitespace or punctuation; False: nothing was done, the
-    caller takes ``c_push``. The same state ``c_push`` reaches, without its re-cut or calls (the
-    rules: ``Appender._extends`` and ``Appender._shortcut``).
+cdef inline bint _end_word(Appender a, uint8_t c, uint8_t fl, size_t size) noexcept nogil:
+    """``push_ascii`` for a character that is no letter: after a word, whitespace or punctuation
+    (not a digit or an apostrophe) ends it; the word is stable with its count known, the new
+    character is the last piece (o200k: a newline is left to ``c_push``, its whitespace mode)."""
+    if a.shape != SHAPE_WORD or fl & 64 or c == 0x27:
+        return False
+    if fl & 128:
+        if c == 0x0A or c == 0x0D:
+            if a.kind == PAT_O200K:
+                return False
+            a.shape_flag = True
+        else:
+            a.shape_flag = False
+        a.shape = SHAPE_SPACE
+    else:
+        a.shape = SHAPE_NONE
+        a.shape_flag = False
+    a.committed += a.last_count
+    a.frontier = size
+    a.last_start = size
+    a.buf.push_back(c)
+    a.last.resize(1)
+    a.last.push_back(a.v.byte_token[c])
+    a.cnt.resize(1)
+    a.cnt.push_back(1)
+    a.last_count = 1
+    return True
 
-    A letter that lengthens the last piece p to x <= MEMO_LEN bytes reads its count and last token
+
+cdef inline bint push_ascii(Appender a, uint8_t c) noexcept nogil:
+    """Append the ASCII character ``c`` (< 0x80) when it lengthens a short word or whitespace
+    piece, starts a word after one space, or ends a word with whitespace or punctuation; False:
+    nothing was done, the caller takes ``c_push``. The same state ``c_push`` reaches, without its
+    re-cut or calls (the rules: ``Appender._extends`` and ``Appender._shortcut``).
+
+    A character that lengthens the last piece p to x <= MEMO_LEN bytes reads its count and last token
     from the memo slot of p[:x] (key: p's first 16 bytes, zero-padded, and x), one multiply and
     one probe; a miss derives them from the prefix table (``_short_miss``)."""
     cdef size_t size = a.buf.size()
@@ -145,46 +174,33 @@ cdef inline bint push_ascii(Appender a, uint8_t c) noexcept nogil:
             a.shape_flag = a.kind == PAT_O200K and (fl & 2) != 0
         else:
             return False
-        a.buf.push_back(c)
-        p = a.buf.data() + a.last_start
-        memcpy(&w0, p, 8)
-        memcpy(&w1, p + 8, 8)
-        if x < 8:
-            w0 &= (<uint64_t>1 << (8 * x)) - 1
-            w1 = 0
-        elif x < 16:
-            w1 &= (<uint64_t>1 << (8 * (x - 8))) - 1
-        a.key0 = w0
-        a.key1 = w1
-        e = &a.memo[memo_hash(w0, w1, x, a.memo_shift)]
-        if e.length == x and e.w0 == w0 and e.w1 == w1:
-            a.last.push_back(e.last)
-            a.cnt.push_back(e.count)
-            a.last_count = e.count
-        else:
-            a._short_miss(e, x)
-        return True
-    if a.shape != SHAPE_WORD or fl & 64 or c == 0x27:
-        return False
-    # a word ends: it is stable with the count known; the new character is the last piece
-    if fl & 128:
-        if c == 0x0A or c == 0x0D:
-            if a.kind == PAT_O200K:
+    elif a.shape == SHAPE_SPACE and fl & 128:
+        # whitespace lengthens whitespace (o200k: after a newline, only a newline does)
+        if x > MEMO_LEN or a.last.size() != <size_t>x or a.memo.size() == 0:
+            return False
+        if a.kind == PAT_O200K:
+            if c == 0x0A or c == 0x0D:
+                a.shape_flag = True
+            elif a.shape_flag:
                 return False
-            a.shape_flag = True
-        else:
-            a.shape_flag = False
-        a.shape = SHAPE_SPACE
     else:
-        a.shape = SHAPE_NONE
-        a.shape_flag = False
-    a.committed += a.last_count
-    a.frontier = size
-    a.last_start = size
+        return _end_word(a, c, fl, size)
     a.buf.push_back(c)
-    a.last.resize(1)
-    a.last.push_back(a.v.byte_token[c])
-    a.cnt.resize(1)
-    a.cnt.push_back(1)
-    a.last_count = 1
+    p = a.buf.data() + a.last_start
+    memcpy(&w0, p, 8)
+    memcpy(&w1, p + 8, 8)
+    if x < 8:
+        w0 &= (<uint64_t>1 << (8 * x)) - 1
+        w1 = 0
+    elif x < 16:
+        w1 &= (<uint64_t>1 << (8 * (x - 8))) - 1
+    a.key0 = w0
+    a.key1 = w1
+    e = &a.memo[memo_hash(w0, w1, x, a.memo_shift)]
+    if e.length == x and e.w0 == w0 and e.w1 == w1:
+        a.last.push_back(e.last)
+        a.cnt.push_back(e.count)
+        a.last_count = e.count
+    else:
+        a._short_miss(e, x)
     return True
