@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ADVERSARIAL_CHARS, CORPORA, exact_encoding
@@ -218,6 +218,33 @@ def test_hyp_character_pushes_on_pattern_characters(name, text):
     check_character_pushes(encoding(name), text)
 
 
+@pytest.mark.parametrize("pattern", ["CL100K_PATTERN", "O200K_PATTERN", "R50K_PATTERN"])
+@given(text=st.one_of(pattern_text, texts), extra=pattern_text)
+@example(text="'r", extra="e")  # r50k: "'" is the piece until "e" makes it "'re"
+@example(text="\nxy.", extra="")
+def test_hyp_piece_horizon_bounds_what_decides_a_piece(pattern, text, extra):
+    # every piece cut from the text is cut the same from any text that agrees with it up to the
+    # piece's horizon: the text cut at a character boundary at or after it, or the text extended
+    import regex
+
+    from bpecore import prefix, pretokenize
+
+    source = getattr(pretokenize, pattern)
+    compiled = regex.compile(source)
+    kind = pretokenize.pattern_kind(source)
+    raw = text.encode("utf-8")
+    offsets = [len(text[:i].encode("utf-8")) for i in range(len(text) + 1)]
+    for m in compiled.finditer(text):
+        s, e = m.span()
+        h = prefix._piece_horizon(kind, raw, offsets[s], offsets[e])
+        for k in range(e, len(text) + 1):
+            if offsets[k] >= h:
+                assert compiled.match(text[:k], s).end() == e, (s, e, k)
+        if h <= len(raw):
+            for more in [extra] + PATTERN_CHARS:
+                assert compiled.match(text + more, s).end() == e, (s, e, more)
+
+
 @pytest.mark.parametrize("name", ALL)
 @given(text=texts, data=st.data())
 def test_hyp_prepending_equals_count_after_every_push(name, text, data):
@@ -302,6 +329,14 @@ def test_hyp_appending_many_examples(name, text, data):
 @given(text=pattern_text)
 def test_hyp_character_pushes_many_examples(name, text):
     test_hyp_character_pushes_on_pattern_characters.hypothesis.inner_test(name, text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pattern", ["CL100K_PATTERN", "O200K_PATTERN", "R50K_PATTERN"])
+@settings(max_examples=5000)
+@given(text=st.one_of(pattern_text, texts), extra=pattern_text)
+def test_hyp_piece_horizon_many_examples(pattern, text, extra):
+    test_hyp_piece_horizon_bounds_what_decides_a_piece.hypothesis.inner_test(pattern, text, extra)
 
 
 def test_errors():
