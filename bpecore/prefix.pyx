@@ -70,8 +70,9 @@ call per character, is 720-760 and varies by about 15 between runs):
 6. ``push_ascii`` also ending a one-character punctuation piece at a space (1.3k pushes that
    re-cut): Ir 327, the larger inline body costs every push more than it saves: rejected.
    Where 1-5 leave it (whole 1,235 per character, floor 702): t_push-style medians, load ~1.5,
-   append 8.7-9.3 ms, floor 2.2-2.3 ms, one-shot count 1.4-1.5 ms (start of the round: 12.9 ms
-   at the same floor). Left: ``_short_miss`` (12.7k first sights, ~57 Ir per push), the re-cut
+   append 8.7-9.3 ms, floor 2.2-2.3 ms, one-shot count 1.4-1.5 ms (start of the round, same
+   script: append min 13.0 ms, floor min 2.4 ms; side by side at load ~3: app/once 8.9-9.2
+   before, 6.7-7.3 after). Left: ``_short_miss`` (12.7k first sights, ~57 Ir per push), the re-cut
    at 8.6k pushes (~720 Ir each), a new int per new count (~25 Ir per push), ``push``'s own
    prologue and type checks (~30).
 """
