@@ -22,6 +22,7 @@ cimport cython
 
 from bpecore._text import utf8
 
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH
 
 cdef extern from "Python.h":
@@ -32,7 +33,7 @@ from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
 from bpecore.backtrack cimport BacktrackEncoder, encode_piece
-from bpecore.prefix cimport Appender, SuffixTrie
+from bpecore.prefix cimport Appender, SuffixTrie, push_ascii
 from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_end
 from bpecore.vocab cimport VocabView
 
@@ -81,13 +82,12 @@ cdef class AppendableCounter:
     cdef Appender app
     cdef _Utf8Input input
     cdef bint held      #: bytes of an unfinished character are waiting
-    cdef list ints                #: recently returned ints, by count % INT_RING
+    cdef PyObject* ints[16]       #: recently returned ints, by count % 16 (owned references or NULL)
     cdef Py_ssize_t int_vals[16]  #: their values (-1: empty)
 
     def __init__(self, BacktrackEncoder encoder, SuffixTrie trie):
         self.app = Appender(encoder, trie)
         self.input = _Utf8Input()
-        self.ints = [None] * 16
         for i in range(16):
             self.int_vals[i] = -1
 
@@ -104,6 +104,8 @@ cdef class AppendableCounter:
                 # ASCII text is its own UTF-8: no conversion, no error to catch
                 p = <const char*>PyUnicode_DATA(data)
                 n = PyUnicode_GET_LENGTH(data)
+                if n == 1 and push_ascii(self.app, <uint8_t>p[0]):
+                    return self._result(self.app.c_count())
             else:
                 try:
                     p = PyUnicode_AsUTF8AndSize(data, &n)
@@ -123,10 +125,20 @@ cdef class AppendableCounter:
         # The count moves by a token or two per push, back and forth while a word is typed: a
         # ring of the ints returned last spares most pushes an int allocation.
         cdef Py_ssize_t i = count & 15
+        cdef object value
         if self.int_vals[i] != count:
+            value = count
+            Py_XDECREF(self.ints[i])
+            Py_INCREF(value)
+            self.ints[i] = <PyObject*>value
             self.int_vals[i] = count
-            self.ints[i] = count
-        return self.ints[i]
+            return value
+        return <object>self.ints[i]
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(16):
+            Py_XDECREF(self.ints[i])
 
     def extend(self, pieces):
         """Push each of ``pieces``; return the final count."""
@@ -155,6 +167,10 @@ cdef class AppendableCounter:
 
     def memory_bytes(self):
         return self.app.memory_bytes()
+
+    def _state(self):
+        """The engine's state (``prefix.Appender._state``), for tests."""
+        return self.app._state()
 
 
 cdef class PrependableCounter:

@@ -9,8 +9,9 @@ at most L trie nodes (L = longest token) plus one compatibility check per candid
 
 Pre-tokenization (README, "Exact operations"): a piece cut from text[s:] depends only on the text
 up to ``piece_horizon(s, e)``, a bound derived from the three shipped patterns (the letter run
-from s or s+1 plus a 3-character contraction, the whitespace run from s, 3 digits, the piece and
-one more character). Pieces whose horizon lies inside the text never change when text is appended
+from s, or from s+1 after a character the pattern takes as the letters' prefix, plus a
+3-character contraction; 3 characters after an apostrophe; the whitespace run from s; the piece
+and one more character). Pieces whose horizon lies inside the text never change when text is appended
 or when the text is cut after the horizon; only the pieces after them are re-cut.
 
 ``Appender``: count after every push, exactly. Stable pieces are summed once; the unstable tail
@@ -44,17 +45,47 @@ English corpus, cl100k; per push: instructions / D1 misses / branch mispredicts)
 - what is left: ``backtrack_short`` on memo misses (first sight of a piece that is no token)
   ~100 instructions per push, the interpreter's own call ~700 instructions per push (the floor
   row of ``bench_exact.py``).
+Round 2 (same callgrind run; "Ir" is per push inside ``push``; "whole" is ``cgm``-style
+instructions per character of the whole loop minus an empty run, where the floor, a no-op method
+call per character, is 720-760 and varies by about 15 between runs):
+1. start: Ir 539 (whole 1,475); count_piece on 11.7k first sights ~107 of it, ``_rescan`` at
+   13.8k pushes ~100, a new int 22k times ~33.
+2. the memo keeps each piece's last token too (same 24-byte slot: length and count as 16 bits),
+   so the last piece's prefix table is kept from its first byte: a first sight p[:x] is the
+   longest token p[j:x] compatible with last[j] (whole-piece table probes from j = 0: ~430 Ir per
+   miss instead of ~900); ``push_ascii`` (inline in prefix.pxd, called by ``push`` for a 1-char
+   ASCII str) lengthens a short word, starts a word after one space, or ends a word with
+   whitespace or punctuation without ``c_push``: Ir 413 (whole 1,328-1,340), D1 misses 2.8 per
+   push. The same misses taken by the reverse trie's ``last_token``: Ir 408 but D1 misses 3.9
+   per push (the trie is 24 MB): rejected.
+3. the ring of returned ints as a C array of references instead of a list: Ir 386.
+   ``Appender.c_count`` inlined into ``push`` by hand (a cross-module vtable call): 386, dropped.
+4. ``push_ascii`` also lengthens a whitespace piece (a run of spaces: 7.3k of the 100k pushes):
+   Ir 366.
+5. ``piece_horizon`` tighter: start + 4 only after an apostrophe (digits and failed contractions
+   read no further than the piece plus one character), so "," or "." is stable once the next
+   character is in: Ir 338 (pushes off the fast paths 14.3k -> 10.8k); no letter run after a
+   character the pattern cannot take as its prefix (\r, \n, digits; r50k: all but a space), so a
+   newline is stable before the word after it ends: Ir 320 (8.6k off the fast paths).
+6. ``push_ascii`` also ending a one-character punctuation piece at a space (1.3k pushes that
+   re-cut): Ir 327, the larger inline body costs every push more than it saves: rejected.
+   Where 1-5 leave it (whole 1,235 per character, floor 702): t_push-style medians, load ~1.5,
+   append 8.7-9.3 ms, floor 2.2-2.3 ms, one-shot count 1.4-1.5 ms (start of the round, same
+   script: append min 13.0 ms, floor min 2.4 ms; side by side at load ~3: app/once 8.9-9.2
+   before, 6.7-7.3 after). Left: ``_short_miss`` (12.7k first sights, ~57 Ir per push), the re-cut
+   at 8.6k pushes (~720 Ir each), a new int per new count (~25 Ir per push), ``push``'s own
+   prologue and type checks (~30).
 """
 
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
-from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
-from bpecore.backtrack cimport BacktrackEncoder, count_piece
+from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
 from bpecore.pretokenize cimport PAT_CL100K, PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX, char_flags, next_piece_end
-from bpecore.vocab cimport Vocab, VocabView, is_valid_pair, token_len, trie_child
+from bpecore.vocab cimport Vocab, VocabView, is_valid_pair, lookup_piece, token_len, trie_child
 
 
 cdef enum:
@@ -69,19 +100,6 @@ cdef enum:
     FL_L = 31
     FL_LOWER = FL_LL | FL_LM | FL_LO | FL_M    #: o200k [\p{Ll}\p{Lm}\p{Lo}\p{M}]
     FL_UPPER = FL_LU | FL_LT | FL_LM | FL_LO | FL_M    #: o200k [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
-
-cdef enum:
-    MEMO_LEN = 16     #: pieces up to this many bytes have their counts remembered
-    MEMO_MIN_BITS = 10    #: the memo starts with 2**10 slots (24 KB) on the first short piece
-    MEMO_MAX_BITS = 14    #: and doubles (up to 384 KB) each time it misses 1/4 of its slots
-    SLACK = 16        #: buf keeps this many bytes of capacity past its end (8-byte loads)
-
-cdef enum:
-    SHAPE_NONE = 0    #: no rule: the next push re-cuts the tail
-    SHAPE_WORD = 1    #: [prefix] letters; one more letter (of the right case for o200k) extends it
-    SHAPE_SPACE = 2   #: whitespace only; one more whitespace character extends it (o200k: see _extends)
-    SHAPE_PUNCT = 3   #: [space] then punctuation (not \s, \p{L}, \p{N}; o200k: nor \p{M}); one more extends it
-
 
 cdef inline uint64_t _mix(uint64_t k) noexcept nogil:
     k ^= k >> 33
@@ -204,10 +222,6 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
     return NO_TOKEN
 
 
-cdef extern from "_unicode_tables.h":
-    const uint8_t BPE_UT_ASCII[]
-
-
 cdef inline uint8_t _flags(const uint8_t* s, Py_ssize_t p, Py_ssize_t* w) noexcept nogil:
     if s[p] < 0x80:
         w[0] = 1
@@ -223,30 +237,40 @@ cdef inline Py_ssize_t _run_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t p, ui
 
 
 cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
-    # Alternatives tried at ``start`` read: a contraction or up to 3 digits (start + 3); the
-    # whitespace run from start (the \s+ alternatives, one character past it); the letters after
-    # an optional one-character prefix: for cl100k/r50k the \p{L}++ run and one character past
-    # it; for o200k the [Lu Lt Lm Lo M]* run, then the [Ll Lm Lo M]+ run after it (backtracking
-    # never reads further), then a 3-character contraction; and the piece plus one character.
+    # Alternatives tried at ``start`` read: after an apostrophe, a contraction (up to 3
+    # characters, all ASCII but the third); the whitespace run from start (the \s+ alternatives,
+    # one character past it); the letters after an optional one-character prefix: for cl100k/r50k
+    # the \p{L}++ run and one character past it; for o200k the [Lu Lt Lm Lo M]* run, then the
+    # [Ll Lm Lo M]+ run after it (backtracking never reads further), then a 3-character
+    # contraction; and the piece plus one character. Digits read no further than the piece plus
+    # one character: \p{N}{1,3} and \p{N}+ either fail at ``start`` or are the piece.
     cdef Py_ssize_t w0, p, u, l, h = end + 1
     cdef uint8_t fl = _flags(s, start, &w0)
-    if start + 4 > h:
+    if s[start] == 0x27 and start + 4 > h:
         h = start + 4
     if fl & FL_WS:
         p = _run_end(s, n, start, FL_WS) + 1
         if p > h:
             h = p
+    # the letters' one-character prefix: [^\r\n\p{L}\p{N}] (cl100k, o200k), a space (r50k); a
+    # letter alternative that finds no letter has read one character past the prefix
+    cdef bint prefix = (s[start] == 0x20 if kind == PAT_R50K else
+                        not (fl & (FL_L | FL_N)) and s[start] != 0x0A and s[start] != 0x0D)
     cdef int k
     if kind == PAT_O200K:
         for k in range(2):
+            if k == 1 and not prefix:
+                break
             p = start if k == 0 else start + w0
-            if p > n:
+            if p >= n:
                 break
             u = _run_end(s, n, p, FL_UPPER)
             l = _run_end(s, n, u, FL_LOWER)
-            if (l if l > u else u) + 4 > h:
-                h = (l if l > u else u) + 4
-    else:
+            if l < u:
+                l = u
+            if l > p and l + 4 > h:
+                h = l + 4
+    elif fl & FL_L or prefix:
         p = start if fl & FL_L else start + w0
         p = _run_end(s, n, p, FL_L) + 1
         if p > h:
@@ -258,10 +282,6 @@ cdef inline Py_ssize_t count_bytes(const VocabView* v, const uint8_t* p, Py_ssiz
                                    vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
     """``count_piece`` that also takes an empty piece (a custom pattern may match nothing)."""
     return count_piece(v, p, n, out, bits) if n > 0 else 0
-
-
-cdef inline uint64_t _memo_hash(uint64_t w0, uint64_t w1, uint64_t n, int shift) noexcept nogil:
-    return ((w0 ^ (w1 * 0xC2B2AE3D27D4EB4FULL) ^ n) * 0x9E3779B97F4A7C15ULL) >> shift
 
 
 cdef class Appender:
@@ -306,16 +326,17 @@ cdef class Appender:
         if self.memo.size() == 0:
             self.memo.resize(<size_t>1 << MEMO_MIN_BITS)
             self.memo_shift = 64 - MEMO_MIN_BITS
-        return &self.memo[_memo_hash(w0, w1, n, self.memo_shift)]
+        return &self.memo[memo_hash(w0, w1, n, self.memo_shift)]
 
-    cdef void _memo_store(self, MemoEntry* e, Py_ssize_t n, Py_ssize_t count) noexcept nogil:
+    cdef void _memo_store(self, MemoEntry* e, Py_ssize_t n, Py_ssize_t count, uint32_t last) noexcept nogil:
         """Fill the slot ``_memo_slot`` returned (its key is in key0/key1); grow the memo when
         misses since it last grew pass a quarter of its slots (entries are kept)."""
         cdef vector[MemoEntry] old
         e.w0 = self.key0
         e.w1 = self.key1
-        e.length = <uint32_t>n
-        e.count = <uint32_t>count
+        e.length = <uint16_t>n
+        e.count = <uint16_t>count
+        e.last = last
         self.memo_misses += 1
         if self.memo_misses * 4 <= self.memo.size() or self.memo_shift <= 64 - MEMO_MAX_BITS:
             return
@@ -325,7 +346,7 @@ cdef class Appender:
         self.memo.resize(old.size() * 2)
         for e2 in old:
             if e2.length:
-                self.memo[_memo_hash(e2.w0, e2.w1, e2.length, self.memo_shift)] = e2
+                self.memo[memo_hash(e2.w0, e2.w1, e2.length, self.memo_shift)] = e2
 
     cdef inline Py_ssize_t _count(self, const uint8_t* p, Py_ssize_t n) noexcept nogil:
         """len(BPE(p[:n])) for p inside ``buf``; pieces up to MEMO_LEN bytes go through the memo."""
@@ -334,11 +355,40 @@ cdef class Appender:
         if n > MEMO_LEN or n <= 0:
             return count_bytes(self.v, p, n, self.out, self.bits)
         e = self._memo_slot(p, n)
-        if e.length == <uint32_t>n and e.w0 == self.key0 and e.w1 == self.key1:
+        if e.length == <uint16_t>n and e.w0 == self.key0 and e.w1 == self.key1:
             return e.count
-        c = count_piece(self.v, p, n, self.out, self.bits)
-        self._memo_store(e, n, c)
+        self.out.clear()
+        c = encode_piece(self.v, p, n, self.out, self.bits)
+        self._memo_store(e, n, c, self.out.back())
         return c
+
+    cdef void _short_miss(self, MemoEntry* e, Py_ssize_t x) noexcept nogil:
+        """Fill last[x] and cnt[x] (x <= MEMO_LEN, the table holds 1..x-1) on a memo miss, and
+        the memo slot ``e``: the last token is the longest reachable token t = p[j:x] with
+        j = 0 or last[j] compatible with t (README, "How it works"), found by probing the
+        whole-piece table for p[0:x], p[1:x], ... (the tables ``count`` keeps warm)."""
+        cdef const uint8_t* p = self.buf.data() + self.last_start
+        cdef Py_ssize_t j, c
+        cdef uint32_t t = NO_TOKEN
+        for j in range(x):
+            t = lookup_piece(self.v, p + j, x - j)
+            if t != NO_TOKEN and (j == 0 or is_valid_pair(self.v, self.last[j], t)):
+                break
+        c = self.cnt[x - token_len(self.v, t)] + 1
+        self.last.push_back(t)
+        self.cnt.push_back(<uint32_t>c)
+        self.last_count = c
+        self._memo_store(e, x, c, t)
+
+    cdef inline void _fill_short(self, const uint8_t* p, Py_ssize_t x) noexcept nogil:
+        """last[x] and cnt[x] for x <= MEMO_LEN (the table holds 1..x-1): from the memo, or
+        ``_short_miss``."""
+        cdef MemoEntry* e = self._memo_slot(p, x)
+        if e.length == <uint16_t>x and e.w0 == self.key0 and e.w1 == self.key1:
+            self.last.push_back(e.last)
+            self.cnt.push_back(e.count)
+        else:
+            self._short_miss(e, x)
 
     cdef inline void _append(self, const uint8_t* data, Py_ssize_t n) noexcept nogil:
         """buf += data[:n], keeping SLACK bytes of spare capacity."""
@@ -350,16 +400,17 @@ cdef class Appender:
             self.buf.push_back(data[k])
 
     cdef void _extend_last(self) noexcept nogil:
-        """Update ``last_count``: pieces up to MEMO_LEN bytes are counted whole through the memo
-        (the same words come back all through a text); from there on the prefix table is kept and
-        extended byte by byte, one backwards trie walk per byte not yet in it."""
+        """Extend the last piece's prefix table to its length and update ``last_count``. Prefixes
+        up to MEMO_LEN bytes come from the memo (the same words come back all through a text) or,
+        on a miss, from the table (``_short_miss``); longer ones take one backwards trie walk per
+        byte not yet in the table."""
         cdef Py_ssize_t x, length = self.buf.size() - self.last_start
         cdef uint32_t t
         cdef const uint8_t* p = self.buf.data() + self.last_start
-        if length <= MEMO_LEN and self.last.size() == 1:
-            self.last_count = self._count(p, length)
-            return
         for x in range(self.last.size(), length + 1):
+            if x <= MEMO_LEN:
+                self._fill_short(p, x)
+                continue
             t = last_token(self.v, &self.trie.view, p, x, self.last.data(), self.scratch)
             self.last.push_back(t)
             self.cnt.push_back(self.cnt[x - token_len(self.v, t)] + 1)
@@ -596,9 +647,10 @@ cdef class Appender:
         return self.buf.size()
 
     def _state(self):
-        """(frontier, committed, mid_count, n_mid, last_start, table size, shape), for tests."""
+        """(frontier, committed, mid_count, n_mid, last_start, table size, last_count, shape,
+        shape_flag, ws_mode), for tests."""
         return (self.frontier, self.committed, self.mid_count, self.n_mid, self.last_start,
-                self.last.size(), self.shape)
+                self.last.size(), self.last_count, self.shape, self.shape_flag, self.ws_mode)
 
     def utf8(self):
         cdef const char* p = <const char*>self.buf.data()
@@ -612,6 +664,13 @@ cdef class Appender:
 
 cdef inline bint _is_lead(uint8_t b) noexcept nogil:
     return (b & 0xC0) != 0x80
+
+
+def _piece_horizon(int kind, const uint8_t[::1] utf8, Py_ssize_t start, Py_ssize_t end):
+    """``piece_horizon`` of the piece utf8[start:end] cut by a scanner kind, for tests."""
+    if not 0 <= start < end <= utf8.shape[0]:
+        raise ValueError("need 0 <= start < end <= len(utf8)")
+    return piece_horizon(kind, &utf8[0], utf8.shape[0], start, end)
 
 
 def count_till_limit(BacktrackEncoder encoder, str text, Py_ssize_t limit):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ADVERSARIAL_CHARS, CORPORA, exact_encoding
@@ -97,6 +97,28 @@ def test_appending_one_character_at_a_time(name, corpus_name, corpus):
     assert ac.count == enc.count(text)
 
 
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern"])
+@pytest.mark.parametrize("corpus_name", CORPORA)
+def test_every_character_push_on_corpora(name, corpus_name, corpus):
+    # push_ascii's fast paths (a letter lengthening a word, space + letter, a word's end) and the
+    # memo's last tokens, checked after every push
+    enc = encoding(name)
+    text = corpus(corpus_name)[:1200]
+    check_character_pushes(enc, text)
+
+
+def check_character_pushes(enc, text):
+    """Push ``text`` a character at a time as str (the fast paths) and as bytes (``c_push``'s
+    general path): both counts equal ``enc.count`` of the text so far after every push, and the
+    two engines are in the same state (the counts alone cannot see a wrong cut where BPE gives
+    the same number of tokens either way)."""
+    fast = enc.appendable_counter()
+    general = enc.appendable_counter()
+    for k, ch in enumerate(text):
+        assert fast.push(ch) == general.push(ch.encode("utf-8")) == enc.count(text[: k + 1]), k
+        assert fast._state() == general._state(), k
+
+
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "cl100k_nopattern"])
 @pytest.mark.parametrize("corpus_name", ["english", "multilingual", "adv_whitespace", "adv_digits"])
 def test_prepending_on_corpora(name, corpus_name, corpus):
@@ -181,6 +203,48 @@ def test_hyp_appending_characters_equals_count(name, text):
         assert ac.push(ch) == enc.count(text[: k + 1])
 
 
+#: The characters that decide the patterns' cuts: letters of every case class (Lu Ll Lt Lm Lo),
+#: marks, digits, apostrophes and contraction letters, whitespace with CR/LF, punctuation, and
+#: runs that reach the memo's 16-byte limit.
+PATTERN_CHARS = ["a", "e", "s", "t", "d", "m", "l", "r", "v", "A", "S", "Z", "é", "É", "ǅ", "ʰ", "中", "ק",
+                 "\u0301", "0", "7", "٣", "'", "’", " ", " ", " ", "\t", "\n", "\r", "\x0b", "\x1c",
+                 "\u00a0", "\u3000", ".", ",", "!", "(", "/", "-", "_", "😀", "hello", "World", "abcdefghijklmno"]
+pattern_text = st.lists(st.sampled_from(PATTERN_CHARS), max_size=40).map("".join)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern", "cl100k_nopattern"])
+@given(text=pattern_text)
+def test_hyp_character_pushes_on_pattern_characters(name, text):
+    check_character_pushes(encoding(name), text)
+
+
+@pytest.mark.parametrize("pattern", ["CL100K_PATTERN", "O200K_PATTERN", "R50K_PATTERN"])
+@given(text=st.one_of(pattern_text, texts), extra=pattern_text)
+@example(text="'r", extra="e")  # r50k: "'" is the piece until "e" makes it "'re"
+@example(text="\nxy.", extra="")
+def test_hyp_piece_horizon_bounds_what_decides_a_piece(pattern, text, extra):
+    # every piece cut from the text is cut the same from any text that agrees with it up to the
+    # piece's horizon: the text cut at a character boundary at or after it, or the text extended
+    import regex
+
+    from bpecore import prefix, pretokenize
+
+    source = getattr(pretokenize, pattern)
+    compiled = regex.compile(source)
+    kind = pretokenize.pattern_kind(source)
+    raw = text.encode("utf-8")
+    offsets = [len(text[:i].encode("utf-8")) for i in range(len(text) + 1)]
+    for m in compiled.finditer(text):
+        s, e = m.span()
+        h = prefix._piece_horizon(kind, raw, offsets[s], offsets[e])
+        for k in range(e, len(text) + 1):
+            if offsets[k] >= h:
+                assert compiled.match(text[:k], s).end() == e, (s, e, k)
+        if h <= len(raw):
+            for more in [extra] + PATTERN_CHARS:
+                assert compiled.match(text + more, s).end() == e, (s, e, more)
+
+
 @pytest.mark.parametrize("name", ALL)
 @given(text=texts, data=st.data())
 def test_hyp_prepending_equals_count_after_every_push(name, text, data):
@@ -257,6 +321,22 @@ def test_pinned_stream_cases(name, text):
 def test_hyp_appending_many_examples(name, text, data):
     test_hyp_appending_equals_count_after_every_push.hypothesis.inner_test(name, text, data)
     test_hyp_appending_characters_equals_count.hypothesis.inner_test(name, text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern"])
+@settings(max_examples=5000)
+@given(text=pattern_text)
+def test_hyp_character_pushes_many_examples(name, text):
+    test_hyp_character_pushes_on_pattern_characters.hypothesis.inner_test(name, text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pattern", ["CL100K_PATTERN", "O200K_PATTERN", "R50K_PATTERN"])
+@settings(max_examples=5000)
+@given(text=st.one_of(pattern_text, texts), extra=pattern_text)
+def test_hyp_piece_horizon_many_examples(pattern, text, extra):
+    test_hyp_piece_horizon_bounds_what_decides_a_piece.hypothesis.inner_test(pattern, text, extra)
 
 
 def test_errors():
