@@ -267,6 +267,11 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      o200k english Ir 43.41M -> 43.44M, D1 misses 229K -> 226K; adv_base64 165.3M -> 165.6M,
 #      2.84M -> 2.79M; time vs e200f7e 1.015x english, 0.94x and 1.08x adv_base64 in two runs
 #      (noise). Rejected: no measurable gain for another table.
+#  32. backtrack_long taking its longest matches from windows of 32 positions computed together
+#      (longest_matches with the walks bounded by the piece, not the window), for adv_unicode's
+#      long pieces at 1.16 bytes per token (perf: 52% of backtrack_piece's samples on next_match's
+#      trie slot, one dependent chain per token): o200k adv_unicode 1.02x and 0.96x in two runs,
+#      cl100k adv_unicode 0.91x, cl100k adv_base64 0.99x. Rejected.
 #   Bench after 26 (benches/README.md, "Issue 3, third follow-up"). Left: o200k english is
 #   bound by cache misses, not instructions (1 MB: Ir -20% since e452448, D1 misses unchanged at
 #   264K, LL 61K, 73% of the LL misses in short_tokens' trie walks over the ~3.3K distinct
