@@ -248,7 +248,9 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      10e5879 (Ir / D1 misses per 1 MB): o200k english 45.78M / 287K -> 43.28M / 242K, cl100k
 #      english 46.41M / 298K -> 44.04M / 258K, o200k code 51.85M -> 49.90M, multilingual 65.90M
 #      -> 62.90M, adv_base64 158.3M -> 165.6M (+4.6%, D1 -3%), cl100k adv_base64 139.5M ->
-#      145.6M (+4.4%, D1 equal), adv_unicode equal.
+#      145.6M (+4.4%, D1 equal), adv_unicode equal. short_tokens_probed repeats short_tokens'
+#      loop on purpose: one loop with a mask of filled-in positions cost cl100k adv_base64 +1.7%
+#      Ir (144.05M -> 146.50M), o200k adv_base64 +0.4%, multilingual +0.4%, English +0.0-0.1%.
 #  29. lookup_piece_hashed compares the tail of a 9-16 byte piece by one 8-byte load per side
 #      (tail_equal) instead of a memcmp call (perf: memcmp 5.8% of o200k english; 22K of the 28K
 #      calls per MB were this check). 13 measured the same change by Ir only: o200k english
