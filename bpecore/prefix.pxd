@@ -113,6 +113,21 @@ cdef inline uint64_t memo_hash(uint64_t w0, uint64_t w1, uint64_t n, int shift) 
     return ((w0 ^ (w1 * 0xC2B2AE3D27D4EB4FULL) ^ n) * 0x9E3779B97F4A7C15ULL) >> shift
 
 
+cdef inline void memo_key(Appender a, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # a.key0/a.key1 = p[:n] (1 <= n <= MEMO_LEN, p inside a.buf), zero-padded: two 8-byte loads
+    # (buf keeps SLACK bytes of capacity past its end) with the bytes past the piece masked off.
+    cdef uint64_t w0, w1
+    memcpy(&w0, p, 8)
+    memcpy(&w1, p + 8, 8)
+    if n < 8:
+        w0 &= (<uint64_t>1 << (8 * n)) - 1
+        w1 = 0
+    elif n < 16:
+        w1 &= (<uint64_t>1 << (8 * (n - 8))) - 1
+    a.key0 = w0
+    a.key1 = w1
+
+
 cdef inline bint _end_word(Appender a, uint8_t c, uint8_t fl, size_t size) noexcept nogil:
     """``push_ascii`` for a character that is no letter: after a word, whitespace or punctuation
     (not a digit or an apostrophe) ends it; the word is stable with its count known, the new
@@ -154,9 +169,7 @@ cdef inline bint push_ascii(Appender a, uint8_t c) noexcept nogil:
     cdef size_t size = a.buf.size()
     cdef Py_ssize_t x = <Py_ssize_t>size - a.last_start + 1
     cdef uint8_t fl = BPE_UT_ASCII[c]
-    cdef uint64_t w0, w1
     cdef MemoEntry* e
-    cdef const uint8_t* p
     if a.n_mid != 0 or a.frontier != a.last_start or a.buf.capacity() < size + 1 + SLACK:
         return False
     if fl & 31:
@@ -186,18 +199,9 @@ cdef inline bint push_ascii(Appender a, uint8_t c) noexcept nogil:
     else:
         return _end_word(a, c, fl, size)
     a.buf.push_back(c)
-    p = a.buf.data() + a.last_start
-    memcpy(&w0, p, 8)
-    memcpy(&w1, p + 8, 8)
-    if x < 8:
-        w0 &= (<uint64_t>1 << (8 * x)) - 1
-        w1 = 0
-    elif x < 16:
-        w1 &= (<uint64_t>1 << (8 * (x - 8))) - 1
-    a.key0 = w0
-    a.key1 = w1
-    e = &a.memo[memo_hash(w0, w1, x, a.memo_shift)]
-    if e.length == x and e.w0 == w0 and e.w1 == w1:
+    memo_key(a, a.buf.data() + a.last_start, x)
+    e = &a.memo[memo_hash(a.key0, a.key1, x, a.memo_shift)]
+    if e.length == x and e.w0 == a.key0 and e.w1 == a.key1:
         a.last.push_back(e.last)
         a.cnt.push_back(e.count)
         a.last_count = e.count

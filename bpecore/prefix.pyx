@@ -311,22 +311,12 @@ cdef class Appender:
         """The memo slot of the piece p[:n] (1 <= n <= MEMO_LEN, p inside ``buf``): a hit when its
         ``length``/``w0``/``w1`` match, else the slot to fill (``_memo_store``).
 
-        Two 8-byte loads and a multiply: ``buf`` keeps SLACK bytes of capacity past its end, so
-        the loads stay inside its block; bytes past the piece are masked off."""
-        cdef uint64_t w0, w1
-        memcpy(&w0, p, 8)
-        memcpy(&w1, p + 8, 8)
-        if n < 8:
-            w0 &= (<uint64_t>1 << (8 * n)) - 1
-            w1 = 0
-        elif n < 16:
-            w1 &= (<uint64_t>1 << (8 * (n - 8))) - 1
-        self.key0 = w0
-        self.key1 = w1
+        The key (``memo_key``) is two 8-byte loads, the slot one multiply."""
+        memo_key(self, p, n)
         if self.memo.size() == 0:
             self.memo.resize(<size_t>1 << MEMO_MIN_BITS)
             self.memo_shift = 64 - MEMO_MIN_BITS
-        return &self.memo[memo_hash(w0, w1, n, self.memo_shift)]
+        return &self.memo[memo_hash(self.key0, self.key1, n, self.memo_shift)]
 
     cdef void _memo_store(self, MemoEntry* e, Py_ssize_t n, Py_ssize_t count, uint32_t last) noexcept nogil:
         """Fill the slot ``_memo_slot`` returned (its key is in key0/key1); grow the memo when
