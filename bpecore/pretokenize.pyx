@@ -61,6 +61,10 @@ allocation, nogil; the code point tables are 38.5 KB of static data shared by al
 #      adv_whitespace 265.8M -> 261.6M, adv_unicode +0.1%. Time, o200k english count (7
 #      alternating process pairs, thread CPU time, load ~1): median 1.06x (1.01-1.14). Kept;
 #      tests/bpecore/test_pretokenize.py cuts every text of up to 4 characters over its classes.
+#      The chain word path -> other path -> o200k_end is written out in both next_piece_end and
+#      next_piece_ends' o200k loop on purpose: as one `cdef inline` helper called from both, gcc
+#      kept the helper out of line, a call per piece: count of 1 MB of o200k english 43.4M ->
+#      47.5M Ir (+9%).
 # What is left is about one mispredicted branch per piece (which alternative applies), seen
 # with perf annotate on the first-character class tests.
 
