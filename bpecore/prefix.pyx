@@ -85,7 +85,7 @@ from libcpp.vector cimport vector
 from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
 from bpecore.pretokenize cimport PAT_CL100K, PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX, char_flags, next_piece_end
-from bpecore.vocab cimport Vocab, VocabView, is_valid_pair, lookup_piece, token_len, trie_child
+from bpecore.vocab cimport Vocab, VocabView, hash_u64, is_valid_pair, lookup_piece, token_len, trie_child
 
 
 cdef enum:
@@ -100,13 +100,6 @@ cdef enum:
     FL_L = 31
     FL_LOWER = FL_LL | FL_LM | FL_LO | FL_M    #: o200k [\p{Ll}\p{Lm}\p{Lo}\p{M}]
     FL_UPPER = FL_LU | FL_LT | FL_LM | FL_LO | FL_M    #: o200k [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
-
-cdef inline uint64_t _mix(uint64_t k) noexcept nogil:
-    k ^= k >> 33
-    k *= 0xFF51AFD7ED558CCDULL
-    k ^= k >> 33
-    return k
-
 
 cdef class SuffixTrie:
     """Reverse trie over the reachable tokens of a Vocab (for the prefix-last-token table).
@@ -151,7 +144,7 @@ cdef class SuffixTrie:
                     child = self.node_token.size()
                     self.node_token.push_back(NO_TOKEN)
                     key = ((<uint64_t>node + 1) << 8) | p[j]
-                    slot = _mix(key) & (size - 1)
+                    slot = hash_u64(key) & (size - 1)
                     while self.keys[slot] != 0:
                         slot = (slot + 1) & (size - 1)
                     self.keys[slot] = key
@@ -165,7 +158,7 @@ cdef class SuffixTrie:
 
 cdef inline uint32_t _child(const TrieView* st, uint32_t node, uint8_t b) noexcept nogil:
     cdef uint64_t key = ((<uint64_t>node + 1) << 8) | b
-    cdef uint64_t i = _mix(key) & st.mask
+    cdef uint64_t i = hash_u64(key) & st.mask
     cdef uint64_t k
     while True:
         k = st.keys[i]
