@@ -65,6 +65,8 @@ cdef struct VocabView:
     const SpineEnds* spine_ends     #: per token: the bottoms of its right and left spines (spine_rejects)
     const uint64_t* byte_pair_merge #: bit a << 8 | b set when the tokens of bytes a and b merge (8 KB)
     const uint64_t* piece_tails     #: pieces[i]'s token's last 8 bytes when it is over 8 bytes long (same slots)
+    const uint64_t* step3_filter    #: bit mul_hash(key) >> step3_shift set for every trie key below a first2 node
+    uint32_t step3_shift
 
 
 cdef inline uint64_t load_head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -220,7 +222,9 @@ cdef inline uint32_t trie_child(const VocabView* v, uint32_t node, uint8_t b) no
 cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
     # Longest reachable token that is a prefix of p[:n] (n >= 1). Single bytes are always tokens.
     # The first two bytes take one read of first2x (first2's node and that node's token in one
-    # word), then one trie slot per byte.
+    # word), then one trie slot per byte. The third byte is first asked of step3_filter (an
+    # L2-sized bit per trie key of that depth): most walks through rare characters end there, and
+    # the filter answers them without the trie slot's cache miss.
     cdef uint32_t best = v.byte_token[p[0]]
     if n == 1:
         return best
@@ -230,11 +234,17 @@ cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t
         return best
     if (x >> 32) != NO_TOKEN:
         best = <uint32_t>(x >> 32)
-    cdef uint64_t key, i, k
+    if n == 2:
+        return best
+    cdef uint64_t key = ((<uint64_t>node + 1) << 8) | p[2]
+    cdef uint64_t h = mul_hash(key)
+    cdef uint64_t i = h >> v.step3_shift
+    if not ((v.step3_filter[i >> 6] >> (i & 63)) & 1):
+        return best
+    cdef uint64_t k
     cdef Py_ssize_t j = 2
-    while j < n:
-        key = ((<uint64_t>node + 1) << 8) | p[j]
-        i = (mul_hash(key) >> 32) & v.trie_mask
+    while True:
+        i = (h >> 32) & v.trie_mask
         while True:
             k = v.trie[i].key
             if k == key:
@@ -246,7 +256,10 @@ cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t
         if v.trie[i].token != NO_TOKEN:
             best = v.trie[i].token
         j += 1
-    return best
+        if j == n:
+            return best
+        key = ((<uint64_t>node + 1) << 8) | p[j]
+        h = mul_hash(key)
 
 
 cdef inline bint is_valid_pair(const VocabView* v, uint32_t token1, uint32_t token2) noexcept nogil:
@@ -337,6 +350,8 @@ cdef class Vocab:
     cdef vector[SpineEnds] spine_ends
     #: Bit a << 8 | b: pair_lookup(byte_token[a], byte_token[b]) != NO_TOKEN (VocabView.byte_pair_merge).
     cdef vector[uint64_t] byte_pair_merge
+    #: Bit per trie key whose parent is a first2 node (VocabView.step3_filter).
+    cdef vector[uint64_t] step3_filter
     cdef VocabView view
     cdef readonly uint32_t n_tokens
     cdef readonly uint32_t max_token_len

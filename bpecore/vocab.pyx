@@ -48,7 +48,7 @@ from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
 from bpecore.vocab cimport (
-    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, is_valid_pair, load_head, mul_hash, pair_lookup, spine_rejects,
+    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, is_valid_pair, load_head, mul_hash, next_match, pair_lookup, spine_rejects,
     bytes_stay_apart, lookup_any, piece_hash, trie_child,
 )
 
@@ -230,6 +230,7 @@ cdef void _sync(Vocab self) noexcept nogil:
     self.view.spine_ends = self.spine_ends.data()
     self.view.byte_pair_merge = self.byte_pair_merge.data()
     self.view.piece_tails = self.piece_tails.data()
+    self.view.step3_filter = self.step3_filter.data()
 
 
 cdef int _build_lookup(Vocab self, uint32_t* err) except -1 nogil:
@@ -461,6 +462,33 @@ cdef int _build_splits(Vocab self, const uint8_t* steps) except -1 nogil:
     return 0
 
 
+cdef int _build_step3_filter(Vocab self) except -1 nogil:
+    # step3_filter: one bit (of 16 or more per key, so ~6% false positives at most) for every trie
+    # key whose parent node is spelled by two bytes, i.e. every third byte a walk can take.
+    cdef vector[uint8_t] depth2
+    cdef uint64_t k, key, f, count = 0
+    cdef uint32_t bits = 12, parent
+    depth2.assign(self.node_token.size(), 0)
+    for k in range(65536):
+        if self.first2[k] != NO_TOKEN:
+            depth2[self.first2[k]] = 1
+    for k in range(self.trie.size()):
+        key = self.trie[k].key
+        if key != 0 and depth2[(key >> 8) - 1]:
+            count += 1
+    while (<uint64_t>1 << bits) < 16 * count:
+        bits += 1
+    self.step3_filter.assign((<uint64_t>1 << bits) >> 6, 0)
+    self.view.step3_shift = 64 - bits
+    for k in range(self.trie.size()):
+        key = self.trie[k].key
+        if key != 0 and depth2[(key >> 8) - 1]:
+            f = mul_hash(key) >> (64 - bits)
+            self.step3_filter[f >> 6] |= <uint64_t>1 << (f & 63)
+    self.view.step3_filter = self.step3_filter.data()
+    return 0
+
+
 cdef int _build_fast(Vocab self) except -1 nogil:
     # The cache-friendly twins of the tables above (VocabView.pieces, trie, byte_token, first2x).
     cdef uint64_t size, slot, k, head
@@ -508,6 +536,7 @@ cdef int _build_fast(Vocab self) except -1 nogil:
             self.first2[k] = trie_child(&self.view, node, k & 0xFF)
             if self.first2[k] != NO_TOKEN:
                 self.first2x[k] = self.first2[k] | (<uint64_t>self.node_token[self.first2[k]] << 32)
+    _build_step3_filter(self)
     # which pairs of single-byte tokens merge (the pair table's answer, asked once per byte pair)
     self.byte_pair_merge.assign(1024, 0)
     for k in range(65536):
@@ -783,6 +812,12 @@ cdef class Vocab:
     def _bytes_stay_apart(self, uint8_t a, uint8_t b):
         """bytes_stay_apart(a, b): valid_pair of the single-byte tokens of a and b (for tests)."""
         return bool(bytes_stay_apart(&self.view, a, b))
+
+    def _next_match(self, bytes b):
+        """next_match: internal index of the longest reachable token that prefixes ``b`` (for tests)."""
+        if len(b) == 0:
+            raise ValueError("empty bytes")
+        return next_match(&self.view, <const uint8_t*>b, len(b))
 
     def lookup(self, bytes b):
         """Internal index of the token spelled ``b`` (reachable or not), or -1."""

@@ -239,6 +239,35 @@ def test_spine_rejects_only_invalid_pairs(name):
     assert rejected > 1000
 
 
+def _longest_reachable_prefix(v, b: bytes) -> int:
+    for n in range(min(len(b), v.max_token_len), 0, -1):
+        t = v.lookup(b[:n])
+        if t >= 0 and v.is_reachable(t):
+            return t
+    raise AssertionError(b)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_next_match_every_token_and_rare_bytes(name):
+    # next_match asks step3_filter before the trie's third step; a missing bit would cut a walk
+    # short. Every reachable token must be its own longest match, with or without a byte after
+    # it; random byte strings over the bytes of rare characters must give the reference answer.
+    v = bpecore.get_encoding(name)._core.vocab
+    for t in range(len(v)):
+        if v.is_reachable(t):
+            b = v.token_bytes(t)
+            assert v._next_match(b) == t, b
+            assert v._next_match(b + b"\xff") == t, b
+    rng = random.Random(11)
+    alphabet = bytes(range(0x80, 0xC0)) + bytes([0xE4, 0xE8, 0xEA, 0xF0, 0x9F, 0xA0, 0x20, 0x61])
+    for _ in range(50_000):
+        b = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 6)))
+        assert v._next_match(b) == _longest_reachable_prefix(v, b), b
+    text = "".join(chr(rng.randint(0x20000, 0x2A6DF)) for _ in range(3_000)).encode()
+    for i in range(0, len(text) - 8):
+        assert v._next_match(text[i:i + 8]) == _longest_reachable_prefix(v, text[i:i + 8])
+
+
 @pytest.mark.parametrize("name", ENCODINGS)
 @given(data=st.data())
 def test_hyp_whitespace_pieces(name, data, tiktoken_encoding):
