@@ -423,9 +423,11 @@ cdef void longest_matches(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                 if (x >> 32) != NO_TOKEN:
                     best[i] = <uint32_t>(x >> 32)
                 if i + 2 < n:
-                    node[i] = <uint32_t>x
-                    live[m] = <uint8_t>i
-                    m += 1
+                    h = mul_hash(((x & <uint64_t>0xFFFFFFFF) + 1) << 8 | p[i + 2]) >> v.step3_shift
+                    if (v.step3_filter[h >> 6] >> (h & 63)) & 1:
+                        node[i] = <uint32_t>x
+                        live[m] = <uint8_t>i
+                        m += 1
     d = 2
     while m:
         for k in range(m):
