@@ -274,6 +274,35 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      long pieces at 1.16 bytes per token (perf: 52% of backtrack_piece's samples on next_match's
 #      trie slot, one dependent chain per token): o200k adv_unicode 1.02x and 0.96x in two runs,
 #      cl100k adv_unicode 0.91x, cl100k adv_base64 0.99x. Rejected.
+#   Issue 3, fifth follow-up (o200k adv_unicode count at 1.17-1.55x bpe-openai, goal 1.3x). perf
+#   (cpu-clock, count of 1 MB): 52% of backtrack_piece's samples on next_match's trie slot. The
+#   rare CJK characters of adv_unicode end most walks at the third byte: of 908K next_match calls
+#   per MB, 770K stop at first2x (no two-byte prefix), 121K find a first2 node and then no third
+#   byte, 17K go deeper. Those 121K read a trie slot that is empty, a miss into the 16 MB trie.
+#   A/B in alternating processes (5-15 pairs, thread CPU time, median of per-pair ratios).
+#  33. step3_filter (vocab.pxd, next_match): one bit per trie key whose parent is a first2 node,
+#      16+ bits per key (17K keys in cl100k, 24K in o200k: 2**19 bits, 64 KB each, ~4% false
+#      positives), asked before the walk's first trie step. o200k adv_unicode 1.26x, cl100k
+#      adv_unicode 1.37x, o200k adv_base64 1.07x, multilingual 1.00x, adv_whitespace 0.99x
+#      (Ir +0.9%: 261.7M -> 263.9M per MB, its walks go deep and pay the bit). English Ir equal
+#      (43.42M). Kept. perf after it, adv_unicode, share of backtrack_piece's samples: first2x
+#      12.6%, the filter 5.6%, trie slots 20.3% (walks that pass it), pair filter 8.8%, pair
+#      table 14.8%.
+#  34. first2_bits: an 8 KB bitmap of the first2 nodes in front of next_match's first2x read
+#      (512 KB; adv_unicode asks it at every byte, 85% of them for no node). D1 misses per MB of
+#      adv_unicode 1.84M -> 1.34M, Ir +2.3% (94.7M -> 96.9M); time o200k adv_unicode 1.03x,
+#      0.96x, 1.05x, cl100k adv_unicode 1.02x, 0.94x (three and two runs). Rejected: first2x's
+#      used rows (lead and continuation bytes) stay in L2; no gain above the noise.
+#  35. longest_matches asks step3_filter before it starts a walk's trie steps (random base64
+#      letters start a walk at every position and most third letters end it): cl100k adv_base64
+#      1.23x, o200k adv_base64 1.13x, cl100k multilingual 1.01x, o200k english 1.03x; o200k
+#      multilingual 0.95x and 1.04x in two runs (Ir +0.6%, 62.71M -> 63.10M per MB; D1 misses
+#      +3.5%: its CJK walks nearly all pass). Kept. perf after it, cl100k adv_base64: the pair
+#      filter and pair table in is_valid_pair 23% of short_tokens' samples, the trie 14%.
+#      Looked at and left: a per-call memo of is_valid_pair for English (4,505 adjacent pairs in
+#      the 3,475 distinct non-token pieces of 1 MB, 4,175 distinct: nothing to reuse); walks
+#      from continuation bytes only when reached (multilingual: they end at first2x already,
+#      402 trie steps of 225K).
 #   Bench after 26 (benches/README.md, "Issue 3, third follow-up"). Left: o200k english is
 #   bound by cache misses, not instructions (1 MB: Ir -20% since e452448, D1 misses unchanged at
 #   264K, LL 61K, 73% of the LL misses in short_tokens' trie walks over the ~3.3K distinct

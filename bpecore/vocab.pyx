@@ -12,7 +12,9 @@ cl100k + o200k together; 16 of the bytes per token are ``spine_ends``).
 Lookups (all in ``vocab.pxd``, inline, nogil):
 - ``lookup``: bytes -> token, open addressing with linear probing, load factor <= 0.5.
 - ``pair_lookup``: (left, right) -> merged token, same scheme over 64-bit keys.
-- ``next_match``: longest token that prefixes the input, one trie step per byte.
+- ``next_match``: longest token that prefixes the input, one trie step per byte; the third byte
+  is first asked of ``step3_filter`` (64 KB of bits, one per trie key of that depth), which ends
+  most walks through rare characters without touching the trie.
 - ``is_valid_pair``: would BPE keep these two tokens adjacent (rust-gems ``bpe`` construction);
   ``spine_rejects`` (its last check alone, from ``spine_ends``) and ``bytes_stay_apart`` (two
   single bytes, an 8 KB bitmap) are shortcuts the backtracking loops take first.
@@ -632,7 +634,8 @@ cdef class Vocab:
     - ``spine_ends``: for ``i``, the base token at the bottom of its split_right chain and the
       lowest-ranked merged token on that chain (``NO_TOKEN`` when ``i`` is a base token), and the
       same down split_left; ``byte_pair_merge``: bit ``a << 8 | b`` set when the single-byte
-      tokens of ``a`` and ``b`` merge.
+      tokens of ``a`` and ``b`` merge; ``step3_filter``: bit ``mul_hash(key) >> step3_shift``
+      set for every trie key whose parent node is spelled by two bytes (no false negatives).
     The Vocab owns every table (C++ vectors); ``view`` holds raw pointers into them for nogil code.
     """
 
