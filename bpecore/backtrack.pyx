@@ -303,6 +303,17 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      the 3,475 distinct non-token pieces of 1 MB, 4,175 distinct: nothing to reuse); walks
 #      from continuation bytes only when reached (multilingual: they end at first2x already,
 #      402 trie steps of 225K).
+#  36. What is_valid_pair costs o200k English and code `count`: with pair_stays answering True in
+#      short_tokens / short_tokens_probed (wrong tokens; a timing bound only, in one process,
+#      21 alternating rounds) count is 1.30x (English) and 1.33x (code) faster. A Python replay of
+#      the loop on the 3,426 distinct word-shaped non-token pieces of 1 MB of English: 3.3 pair
+#      checks per piece (1.6 kept, 4.0 probes each; 1.7 rejected, 2.7 probes each), 11 pair-table
+#      probes per piece, one pair-filter read (256 KB) each. Tried: Spines, both spines of every
+#      token (up to 4 steps) in one 32-byte record, so the walk reads two records instead of one
+#      split_right / split_left load per step (a dependent chain): o200k English 0.93x and 1.00x,
+#      code 1.02x, multilingual 0.98x, cl100k adv_base64 0.94x, for +6.4 MB (o200k). Rejected:
+#      the chain was not what the walk waits on; the probes' filter reads are (L2 misses, 11.4K
+#      per MB of English in a 1 MB-L2 cache simulation, 8.2K more in the pair table).
 #   Bench after 26 (benches/README.md, "Issue 3, third follow-up"). Left: o200k english is
 #   bound by cache misses, not instructions (1 MB: Ir -20% since e452448, D1 misses unchanged at
 #   264K, LL 61K, 73% of the LL misses in short_tokens' trie walks over the ~3.3K distinct
