@@ -342,7 +342,7 @@ from bpecore._types cimport NO_TOKEN
 from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_ends
 from bpecore.vocab cimport (
     PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, load_head, lookup_piece, lookup_piece_hashed,
-    bytes_stay_apart, mul_hash, next_match, piece_hash, spine_rejects, token_len,
+    bytes_stay_apart, mul_hash, next_match, piece_hash, spine_rejects, step3_passes, token_len,
 )
 
 import array as _array
@@ -463,8 +463,7 @@ cdef void longest_matches(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                 if (x >> 32) != NO_TOKEN:
                     best[i] = <uint32_t>(x >> 32)
                 if i + 2 < n:
-                    h = mul_hash(((x & <uint64_t>0xFFFFFFFF) + 1) << 8 | p[i + 2]) >> v.step3_shift
-                    if (v.step3_filter[h >> 6] >> (h & 63)) & 1:
+                    if step3_passes(v, mul_hash(((x & <uint64_t>0xFFFFFFFF) + 1) << 8 | p[i + 2])):
                         node[i] = <uint32_t>x
                         live[m] = <uint8_t>i
                         m += 1

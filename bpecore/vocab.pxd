@@ -219,6 +219,12 @@ cdef inline uint32_t trie_child(const VocabView* v, uint32_t node, uint8_t b) no
         i = (i + 1) & v.trie_mask
 
 
+cdef inline bint step3_passes(const VocabView* v, uint64_t h) noexcept nogil:
+    # step3_filter's bit for a trie key of hash h = mul_hash(key): False = no such key.
+    cdef uint64_t f = h >> v.step3_shift
+    return (v.step3_filter[f >> 6] >> (f & 63)) & 1
+
+
 cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
     # Longest reachable token that is a prefix of p[:n] (n >= 1). Single bytes are always tokens.
     # The first two bytes take one read of first2x (first2's node and that node's token in one
@@ -238,10 +244,9 @@ cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t
         return best
     cdef uint64_t key = ((<uint64_t>node + 1) << 8) | p[2]
     cdef uint64_t h = mul_hash(key)
-    cdef uint64_t i = h >> v.step3_shift
-    if not ((v.step3_filter[i >> 6] >> (i & 63)) & 1):
+    if not step3_passes(v, h):
         return best
-    cdef uint64_t k
+    cdef uint64_t i, k
     cdef Py_ssize_t j = 2
     while True:
         i = (h >> 32) & v.trie_mask
