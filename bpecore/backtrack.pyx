@@ -314,6 +314,17 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #      code 1.02x, multilingual 0.98x, cl100k adv_base64 0.94x, for +6.4 MB (o200k). Rejected:
 #      the chain was not what the walk waits on; the probes' filter reads are (L2 misses, 11.4K
 #      per MB of English in a 1 MB-L2 cache simulation, 8.2K more in the pair table).
+#  37. Multilingual's pair checks: with pair_stays answering True (timing bound only, as in 36)
+#      o200k multilingual count is 1.53x faster, cl100k 1.51x. A Python replay of the loop on the
+#      12,141 distinct non-token pieces of 1 MB: 50,239 non-byte pair checks, 31,830 distinct
+#      pairs (37% asked before; cl100k adv_base64 42%, English 10%). Tried: (a) a per-call memo of
+#      is_valid_pair answers (direct mapped, one 8-byte slot per 64 bytes of text, like the piece
+#      cache): o200k multilingual 1.01x, cl100k 1.02x, o200k English 1.04x, cl100k adv_base64
+#      0.94x: the pairs asked again are the ones whose tables are still in cache, so the memo
+#      saves instructions, not misses, and its own read costs a miss on the first ask; (b) after
+#      longest_matches, prefetching the first probe of every pair on the greedy path (pair filter
+#      word, split_right of the left token, split_left of the right one): multilingual 0.94x /
+#      0.99x, adv_base64 0.99x. Both rejected.
 #   Bench after 26 (benches/README.md, "Issue 3, third follow-up"). Left: o200k english is
 #   bound by cache misses, not instructions (1 MB: Ir -20% since e452448, D1 misses unchanged at
 #   264K, LL 61K, 73% of the LL misses in short_tokens' trie walks over the ~3.3K distinct
