@@ -469,7 +469,7 @@ cdef int _build_step3_filter(Vocab self) except -1 nogil:
     # key whose parent node is spelled by two bytes, i.e. every third byte a walk can take.
     cdef vector[uint8_t] depth2
     cdef uint64_t k, key, f, count = 0
-    cdef uint32_t bits = 12, parent
+    cdef uint32_t bits = 12
     depth2.assign(self.node_token.size(), 0)
     for k in range(65536):
         if self.first2[k] != NO_TOKEN:
@@ -487,7 +487,6 @@ cdef int _build_step3_filter(Vocab self) except -1 nogil:
         if key != 0 and depth2[(key >> 8) - 1]:
             f = mul_hash(key) >> (64 - bits)
             self.step3_filter[f >> 6] |= <uint64_t>1 << (f & 63)
-    self.view.step3_filter = self.step3_filter.data()
     return 0
 
 
