@@ -150,7 +150,8 @@ cdef inline uint64_t mul_hash(uint64_t k) noexcept nogil:
     # Hash of the trie and pair tables' keys: slot (h >> 32) & mask (tables up to 2**32 slots),
     # pair filter bit h >> pair_filter_shift. One multiply; its bits 32 and up depend on all the
     # key's low bits, which hold the whole key (node < 2**24, token ids < 2**32 with the pair's
-    # left half at bit 32). These probes are backtracking's inner loop (backtrack.pyx notes, 23).
+    # left half at bit 32). These probes are backtracking's inner loop (docs/perf/backtrack.md,
+    # step 23).
     return k * 0x9E3779B97F4A7C15ULL
 
 
@@ -300,7 +301,7 @@ cdef inline bint spine_rejects(const VocabView* v, uint32_t token1, uint32_t tok
     # decreasing rank order, so unless it stops earlier it ends checking the two base tokens at
     # their bottoms against the lowest-ranked non-base token of either spine (+1 on the right
     # side). That last check alone rejects most pairs of long tokens (whitespace runs) whose walk
-    # would go ~7 steps down to it (backtrack.pyx Performance notes, step 24).
+    # would go ~7 steps down to it (docs/perf/backtrack.md, step 24).
     cdef const SpineEnds* a = &v.spine_ends[token1]
     cdef const SpineEnds* b = &v.spine_ends[token2]
     cdef uint32_t limit = a.right_low
