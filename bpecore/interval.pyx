@@ -22,7 +22,7 @@ character (more than CAND_PER_BYTE tokens per byte) and longer pieces get no cou
 Memory: 4 bytes per text byte (piece index at each boundary, or the two counts packed as
 ~(prefix << 16 | suffix) inside a piece: no extra memory), 24 bytes per piece (one struct:
 running count, end, running horizon), plus 4 bytes per character for non-ASCII text; 14.0 bytes
-per byte measured on the English corpus (14.3 before the piece struct and its up-front reserve).
+per byte measured on the English corpus.
 ``piece_tables=False`` skips the inner counts (the build is then 20-30% fewer instructions and
 up to 2x less time; queries that end inside pieces backtrack them): for callers asking few queries
 per piece, like the chunker (``bench_chunk.py`` English at 2,048 tokens: 61 MB/s without the
@@ -30,100 +30,23 @@ tables, 25-28 MB/s with them).
 Threads: single ``count()`` calls up to GIL_BYTES hold the GIL and share the counter's buffers
 and head cache (the GIL is their lock); longer slices and ``count_many`` release the GIL and use
 their own.
-
-Performance notes (10k queries on the 1 MB English corpus, slices up to 2,000 chars, cl100k;
-callgrind over c_count, as the shared 2-core machine was at load 9-10 while measuring):
-- before: 15.1M instructions, 301k D1 misses per 10k queries (9.2 ms on a quiet machine). Split:
-  backtracking the partial pieces at the slice ends 35% of instructions / 41% of misses; the
-  binary search for J over ``reach`` 42% of misses (~12 per query, the 1.6 MB array is cold);
-  malloc/free of two scratch vectors per query 20% of instructions.
-- J found near b instead (``_last_stable``): the last boundary at or below b from ``piece_at``
-  (a few bytes down), then a step or two down ``reach``; binary search only past NEAR bytes or
-  steps (long runs). Scratch vectors owned by the caller, reused across a count_many batch, and
-  count_piece instead of encode_piece (no token list). Together: 10.3M instructions (-32%), 222k
-  D1 misses (-26%); wall time best-of-21 -35% at load 10 (medians too noisy to quote there).
-- a tail piece re-cut exactly as in the whole text (b on a boundary) takes its count from ``cum``
-  instead of a lookup: 9.96M instructions, 216k D1 misses (-34% / -28% in all).
-- left: the backtracking encode of the partial head/tail pieces, now 52% of instructions and 54%
-  of misses (taken in round 3 below: per-piece prefix/suffix counts).
-
-Round 2 (from 20036e1; callgrind, instructions inside the Python entry point; "chunker" = the 30,001
-single count() calls that chunk(multilingual 1 MB, cl100k, 128) makes, replayed; "batch" = the
-count_many of bench_exact --quick on 1 MB English; "build" = IntervalCounter(multilingual 1 MB)):
-- before: chunker 91.2M (3,040 per query: backtrack_piece 45%, malloc/free of fresh scratch
-  vectors ~9%, GIL release/retake ~7%); batch 22.4M; build 145.4M (piece_horizon 14%, the
-  per-byte char_byte push_back loop ~17%, vector growth ~5%).
-- single count(): short slices keep the GIL and use the counter's buffers; a one-entry head cache
-  (``_Head``: the cut of text[a:] up to its first whole-text boundary, its count and horizon),
-  built when a start is asked twice in a row and used while b >= its horizon; count_many keeps
-  its own. chunker 38.8M (1,294 per query, -57%): the chunker asks ~11 ends per start, so 9 of
-  11 queries skip the head. What is left is the tail: 22,801 of the 30,001 ends fall inside a
-  whole-text piece (mostly long CJK runs) and backtrack_piece on that partial piece is 54%.
-  Not done: a prefix-count table of the last tail piece, as only 5,711 queries end in the same
-  piece as the query before (25% of tails spared, for a table costing 1-2 encodes per piece).
-- count_many: no list of int pairs, no Python-object comparisons (the pair list triggered a GC
-  pass per call): batch 13.3M (-41%).
-- build: ``_horizon`` answers word pieces (cl100k/r50k: a letter, or one prefix character then
-  a letter, starts the whole letter run) without piece_horizon's rescan (piece_horizon calls
-  172,679 -> 59,115); one vector of piece structs reserved from the text length (n/4) instead of
-  three growing vectors; char_byte filled branch-free into a resized vector; count_piece instead
-  of encode_piece: build 122.9M (-15%).
-- char_byte: 8 ASCII bytes at a time (one word test): build 117.5M (-19% in all; the char_byte
-  loop 9.4M -> ~4M).
-- single count() builds the head entry on the first query of a start, not the second (a head
-  piece's horizon costs ~20 instructions with ``_horizon``): chunker 35.8M (1,194 per query, -61%
-  in all); count_many keeps "asked twice" (batch 13.3M either way).
-- count_many reserves its bound vectors from the ranges' length hint: batch 12.6M (-44% in all);
-  single count() on the same 10k ranges (no repeated starts): 18.3M -> 12.9M (-29%).
-- rejected: an 8-bytes-at-a-time hash for the repeated-piece table instead of FNV: build 121.0M,
-  as the direct-mapped table kept fewer pieces (count_piece 37.5M -> 46.0M).
-- A/B at the end (two trees at 20036e1 with identical other modules, old and new interval.pyx):
-  chunker 91.2M -> 35.9M (-61%), batch 22.5M -> 13.0M (-42%), single count() on the batch's
-  ranges 18.3M -> 12.9M (-29%; D1 misses 251k -> 232k), build 145.4M -> 117.9M (-19%).
-- what is left (for backtrack/pretokenize, not here): chunker: backtrack_piece on the partial
-  tail piece 52%, next_piece_end 10%; build: backtrack_piece 26%, next_piece_end + run_any 19%,
-  CPython's UTF-8 encoding of the text 10%, piece_horizon on non-word pieces 6%.
-
-Round 3 (issue 4: count_many >= 100x tiktoken with a margin; from e452448, A/B against a tree at
-e452448 with the same other modules; callgrind with --cache-sim and a 2 MB LL; "batch"/"single" =
-bench_exact --quick's 10k ranges on 1 MB English through count_many / count(); "build" =
-IntervalCounter(1 MB English) unless named). Start: batch 12.87M Ir, 237k D1 misses (backtrack of
-the partial head/tail pieces 49% of Ir and 48% of misses); single 12.81M; build 91.4M (English),
-116.8M (multilingual). Of the partial pieces in 3,000 of the queries (Python replay), 3,700 were
-single tokens (one lookup each) and 1,060 backtracked: 412 suffixes of a whole-text piece at the
-head, 516 prefixes of one at the tail, 128 others.
-- prefix/suffix counts of every piece, packed into piece_at's inner entries (so memory stays at
-  14.0 bytes per byte instead of +8 for two uint32 tables); head/tail cuts read them through
-  ``_piece_count``: batch 7.53M (-41%), D1 misses 114k (-52%); build 164.4M (+80%): every piece,
-  even 2-3 bytes ones, walked the trie from every byte.
-- 2- and 3-byte pieces from first2x reads (their prefixes and suffixes are 1-2 bytes): 138.9M.
-- repeated-piece table with n/16 slots instead of n/64 (capped at 2**20): 133.0M (11.4k tables
-  for the 10.7k distinct pieces of 4+ bytes, 94k bytes).
-- rejected: a 32k-slot memo of is_valid_pair answers (pairs rarely repeat across distinct
-  pieces): 132.8M, -0.2%.
-- one flat scratch buffer instead of three growing vectors, and the single-byte candidate (the
-  last one for its end) taken without a compatibility check: 127.4M (102k checks left, half of
-  them true, for 315k candidates).
-- the prefix rule applied inside the trie walk (starts in increasing order: last[j] is final when
-  the walk from j begins), not in a second pass over the candidates: 124.6M.
-- repeated-piece table hashed with vocab.piece_hash (head, tail, length: ~15 instructions a
-  piece) instead of byte-wise FNV (the FNV loop was 6.6M): 118.5M; multilingual 146.5M.
-- adv_whitespace build was 5.67G (base 414M): runs of spaces have a token of nearly every length
-  from every start, so walks and checks grew with the piece up to TABLE_MAX. A table now gives up
-  past CAND_PER_BYTE (8) candidates per byte (English: 3.4): 477M; adv_repeat_a 50.7M -> 44.0M,
-  code 102.0M -> 121.1M, adv_unicode 153.8M -> 134.4M.
-  English build 115.6M, batch 7.74M (a few pieces now backtrack).
-- A/B at the end: batch 12.87M -> 7.74M (-40%; D1 misses 237k -> 116k), single 12.81M -> 7.64M
-  (-40%; 229k -> 104k), o200k batch 12.84M -> 8.20M, multilingual batch 19.07M -> 10.75M (-44%;
-  346k -> 120k); build English 91.4M -> 115.6M (+26%), multilingual 116.8M -> 145.3M (+24%),
-  o200k English 118.9M -> 142.2M. Timed (load 3.4, medians of 9/15): count_many 5.6-6.8 ms ->
-  1.3-1.5 ms (the backtracking's cold trie and pair-table misses are gone with it); build
-  20-22 ms -> 34-35 ms against count(1 MB) 9-10 ms.
-- what is left: batch: next_piece_end + run_any 25%, c_count/_from_boundary/_last_stable 26%,
-  count_many's Python side (ranges in, ints out) 20%, backtrack_short 13% (cuts across a
-  whole-text boundary, e.g. a slice ending inside a whitespace run). Build: the tables 30%
-  (is_valid_pair about a third of that), next_piece_end + run_any 20%.
 """
+
+# Performance decisions that hold (docs/perf/interval.md: the first round, rounds 2 and 3):
+# - Every piece of 2..TABLE_MAX bytes gets its prefix and suffix counts, packed into piece_at's
+#   inner entries (no extra memory): head and tail cuts read them instead of backtracking, 40%
+#   fewer instructions per query for a build 25% longer (round 3).
+# - The stable end is found near b (``_last_stable``), with a binary search only past NEAR; the
+#   scratch is owned by the caller and count_piece replaces encode_piece (first round).
+# - Single count() calls up to GIL_BYTES keep the GIL and share the counter's buffers and head
+#   entry, built on the first query of a start (the chunker asks ~11 ends per start);
+#   count_many keeps its own and builds it for a start asked twice (round 2).
+# - Build: ``_horizon`` answers word pieces without piece_horizon's rescan, one reserved vector
+#   of piece structs, 2-3 byte pieces from first2x reads, repeated pieces copied from a table of
+#   n/16 slots (up to 2**20) hashed with piece_hash (rounds 2 and 3).
+# - A piece table gives up past CAND_PER_BYTE tokens per byte: with a table for every length,
+#   runs of spaces took the build 12x the instructions (round 3).
+# The measurements behind these decisions: docs/perf/interval.md.
 
 from cpython.object cimport PyObject_LengthHint
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
