@@ -7,7 +7,7 @@ lengthens the last piece costs one backwards trie walk. Total cost: linear in th
 text (average about 3 trie walks per byte), including a 1 MB run of one letter pushed one
 character at a time. Memory: the text plus 8 bytes per byte of the last piece (a word; for a
 single 1 MB run, 8 MB), plus a memo of short pieces' counts (24 KB, growing to at most 384 KB
-while it misses; ``prefix.pyx`` notes).
+while it misses; docs/perf/prefix.md).
 
 ``PrependableCounter.push(s)`` puts ``s`` in front. Pieces cut from the new start are re-cut only
 until one ends on a boundary of the previous cut (boundaries are kept by distance from the end,

@@ -22,60 +22,20 @@ so a 1 MB run pushed a character at a time stays linear. Worst case: a long unst
 rule extends (e.g. o200k, "(" followed by a long run of non-ASCII letters) is re-cut per push.
 Memory: the text plus 8 bytes per byte of the last piece, plus the memo of short pieces (24 KB
 on the first push, doubling while it misses, at most 384 KB).
-
-Performance notes, 1-character pushes (callgrind over ``AppendableCounter.push``, 100 KB of the
-English corpus, cl100k; per push: instructions / D1 misses / branch mispredicts):
-- before: 1,008 / 4.5 / 13.7. 47% re-encoding the last piece whole on every character (pieces
-  up to 48 bytes had no table), ~25% the re-cut at each word end and start, ~10% a new int.
-- memo of short pieces (<= 16 bytes, key = the bytes as two zero-padded words, direct-mapped,
-  per counter): the words of a text and their prefixes come back (100 KB: 121k lookups, 11.7k
-  distinct pieces). Starting at 2**12 slots and never growing missed 19.8k times; 2**10 growing
-  x2 on every slots/4 misses, entries rehashed, misses 14.9k (2**15 fixed: 13.0k).
-- shortcuts: a word plus a non-letter, non-digit, non-apostrophe ASCII character commits the
-  word with the count already known and re-cuts from the new character only (the conservative
-  ``piece_horizon`` kept short words like " a" unstable for three more pushes); one space plus a
-  letter becomes a word piece without a re-cut.
-- a ring of the 16 ints returned last (the count moves back and forth while a word is typed),
-  METH_O for ``push``, ASCII str without the UTF-8 call and its exception frame, ``Appender``
-  final so the small methods inline: 1,008 -> 504 / 4.8 / 4.4.
-- a memo miss first filled the prefix table (a backwards walk per byte): fewer instructions but
-  the reverse trie is 24 MB of open addressing, so D1 misses stayed at 4.8 per push; a miss now
-  runs ``count_piece`` over the forward tables ``count`` keeps warm: 535 / 2.7 / 5.1 (539 with
-  the memo reached through ``_count`` alone, after the encoder changes of the same round).
-- what is left: ``backtrack_short`` on memo misses (first sight of a piece that is no token)
-  ~100 instructions per push, the interpreter's own call ~700 instructions per push (the floor
-  row of ``bench_exact.py``).
-Round 2 (same callgrind run; "Ir" is per push inside ``push``; "whole" is ``cgm``-style
-instructions per character of the whole loop minus an empty run, where the floor, a no-op method
-call per character, is 720-760 and varies by about 15 between runs):
-1. start: Ir 539 (whole 1,475); count_piece on 11.7k first sights ~107 of it, ``_rescan`` at
-   13.8k pushes ~100, a new int 22k times ~33.
-2. the memo keeps each piece's last token too (same 24-byte slot: length and count as 16 bits),
-   so the last piece's prefix table is kept from its first byte: a first sight p[:x] is the
-   longest token p[j:x] compatible with last[j] (whole-piece table probes from j = 0: ~430 Ir per
-   miss instead of ~900); ``push_ascii`` (inline in prefix.pxd, called by ``push`` for a 1-char
-   ASCII str) lengthens a short word, starts a word after one space, or ends a word with
-   whitespace or punctuation without ``c_push``: Ir 413 (whole 1,328-1,340), D1 misses 2.8 per
-   push. The same misses taken by the reverse trie's ``last_token``: Ir 408 but D1 misses 3.9
-   per push (the trie is 24 MB): rejected.
-3. the ring of returned ints as a C array of references instead of a list: Ir 386.
-   ``Appender.c_count`` inlined into ``push`` by hand (a cross-module vtable call): 386, dropped.
-4. ``push_ascii`` also lengthens a whitespace piece (a run of spaces: 7.3k of the 100k pushes):
-   Ir 366.
-5. ``piece_horizon`` tighter: start + 4 only after an apostrophe (digits and failed contractions
-   read no further than the piece plus one character), so "," or "." is stable once the next
-   character is in: Ir 338 (pushes off the fast paths 14.3k -> 10.8k); no letter run after a
-   character the pattern cannot take as its prefix (\r, \n, digits; r50k: all but a space), so a
-   newline is stable before the word after it ends: Ir 320 (8.6k off the fast paths).
-6. ``push_ascii`` also ending a one-character punctuation piece at a space (1.3k pushes that
-   re-cut): Ir 327, the larger inline body costs every push more than it saves: rejected.
-   Where 1-5 leave it (whole 1,235 per character, floor 702): t_push-style medians, load ~1.5,
-   append 8.7-9.3 ms, floor 2.2-2.3 ms, one-shot count 1.4-1.5 ms (start of the round, same
-   script: append min 13.0 ms, floor min 2.4 ms; side by side at load ~3: app/once 8.9-9.2
-   before, 6.7-7.3 after). Left: ``_short_miss`` (12.7k first sights, ~57 Ir per push), the re-cut
-   at 8.6k pushes (~720 Ir each), a new int per new count (~25 Ir per push), ``push``'s own
-   prologue and type checks (~30).
 """
+
+# Performance decisions that hold (docs/perf/prefix.md: the first round and round 2's steps):
+# - Pieces up to MEMO_LEN bytes keep their count and last token in a per-counter memo that
+#   starts at 24 KB and doubles while it misses: a text's words and their prefixes come back.
+# - A memo miss probes the whole-piece table from each start (the tables ``count`` keeps warm),
+#   not the reverse trie: that was fewer instructions but 24 MB of random reads (round 2, step 2).
+# - ``push_ascii`` (inline in prefix.pxd) lengthens a word or a whitespace run, starts a word after
+#   one space, or ends a word at whitespace or punctuation without a re-cut; a larger inline body
+#   (punctuation at a space) cost every push more than it saved (round 2, steps 2, 4, 6).
+# - ``piece_horizon`` is as tight as the patterns allow, so a piece is stable as soon as the next
+#   character is in (round 2, step 5).
+# - ``Appender`` is final so its small methods inline (first round).
+# The measurements behind these decisions: docs/perf/prefix.md.
 
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
