@@ -15,58 +15,20 @@ runs are tested 8 bytes at a time; other characters cost one or two table reads.
 allocation, nogil; the code point tables are 38.5 KB of static data shared by all calls.
 """
 
-# Performance notes. Scanner alone (pretokenize._count_pieces), MB/s of UTF-8, best of 30 runs on
-# the shared 2-core AMD EPYC box (gcc 12 -O3), english / code for cl100k, o200k, r50k; for scale,
-# regex.findall does 10-14 MB/s on the same files.
-#   1. Straightforward scanner: flags_at() (128-entry ASCII table, else decode + two-stage
-#      table) and one loop per character class.          289/313  273/269  309/342
-#   2. o200k: the failed [UPPER]*[LOWER]+ attempt reports where its UPPER run ends, which is
-#      where [UPPER]+[LOWER]* ends, instead of scanning the run again.   o200k english 273 -> 291
-#   3. Multi-byte decoding moved out of flags_at(): gcc had stopped inlining the helpers
-#      ("--param inline-unit-growth limit reached": the Cython module is large).
-#                                                          336/379  299/307  346/387   kept
-#   4. Same code built with --param inline-unit-growth=1000 (everything inlined):
-#      386/417 299/313 374/400. Not kept: it needs a flag in the shared setup.py for +15% on
-#      cl100k only; C-level always_inline is not expressible in Cython.
-#   5. ASCII letters/lower/upper/digits tested 8 bytes at a time (SWAR range test + ctz; the
-#      per-byte loop exit was a branch mispredicted once per word).
-#                                                          468/445  402/353  521/476   kept
-#   6. The same for runs of spaces inside \s runs (code indentation): code 445 -> 443. Rejected.
-#   7. o200k_end fast path for ASCII words ([a-z]..., or an ASCII prefix character then [a-z] or
-#      [A-Z][a-z], straight to the LOWER+ run): callgrind on o200k english 200 KB, scanner Ir
-#      5.53M -> 5.80M (the general path is already short for these; contraction_end stopped
-#      being inlined). Rejected.
-#   8. next_piece_ends: a block of piece ends per call (encoding takes 8 at a time), and in front of
-#      cl100k_end / o200k_end small ASCII-word paths (cl100k_ascii_word, o200k_ascii_word: an
-#      optional ASCII prefix character, then [a-z] or [A-Z][a-z] for o200k, an ASCII letter for
-#      cl100k, then the letter run); anything else goes to the full scanner. Unlike 7 the fast
-#      path is outside the scanner, so the common piece skips o200k_end's prologue (gcc keeps the
-#      scanners out of line) and run_any is inlined into the batch loop. callgrind, count of
-#      200 KB (backtrack notes 22), scanner Ir: o200k english 5.93M -> 4.53M, cl100k english
-#      4.67M -> 3.78M. Kept; piece_ends/split use the batch function, and a test checks it
-#      against next_piece_end one by one.
-#      Amended: on o200k adv_base64 (mixed case, where the fast path mostly fails) the path's
-#      4-5 data-dependent tests raised the scanner's mispredicted branches (callgrind
-#      --branch-sim, 200 KB) from 131K to 189K; o200k_ascii_word now classifies its three bytes
-#      by two tables and decides in one branch: 133K; Ir o200k english 9.83M -> 9.68M, adv_base64
-#      32.13M -> 32.21M.
-#   9. o200k_ascii_other, after o200k_ascii_word fails: digits, punctuation runs and whitespace
-#      runs whose deciding characters are ASCII are cut from one 256-byte class table (O200K_KIND),
-#      without o200k_end's two o200k_word attempts; a multi-byte character, or a letter after a
-#      possible prefix character, still goes to o200k_end. On 1 MB of o200k English 75K of the
-#      222K pieces missed the word path (newlines, commas, indentation, numbers) and cost o200k_end
-#      ~143 Ir each; now 10.5K reach it. callgrind, BacktrackEncoder.count of 1 MB with the str's
-#      UTF-8 cached: o200k english scanner 24.5M -> 20.6M Ir, whole count 49.7M -> 45.8M (-8%);
-#      code 60.2M -> 51.8M (-14%), multilingual 68.9M -> 65.9M, adv_base64 165.2M -> 158.3M,
-#      adv_whitespace 265.8M -> 261.6M, adv_unicode +0.1%. Time, o200k english count (7
-#      alternating process pairs, thread CPU time, load ~1): median 1.06x (1.01-1.14). Kept;
-#      tests/bpecore/test_pretokenize.py cuts every text of up to 4 characters over its classes.
-#      The chain word path -> other path -> o200k_end is written out in both next_piece_end and
-#      next_piece_ends' o200k loop on purpose: as one `cdef inline` helper called from both, gcc
-#      kept the helper out of line, a call per piece: count of 1 MB of o200k english 43.4M ->
-#      47.5M Ir (+9%).
-# What is left is about one mispredicted branch per piece (which alternative applies), seen
-# with perf annotate on the first-character class tests.
+# Performance decisions that hold (numbers: the steps of docs/perf/pretokenize.md, which this
+# file's "Performance notes, step N" also means):
+# - Multi-byte decoding is kept out of flags_at(): with it inside, gcc stopped inlining the
+#   helpers (the module is large); the flag that inlines everything is not worth a shared
+#   setup.py option (3, 4).
+# - ASCII letter and digit runs are tested 8 bytes at a time (SWAR range test + ctz): +15-50%
+#   (5); runs of spaces are not (no gain, 6).
+# - next_piece_ends cuts a block of pieces per call, with small ASCII-word paths in front of the
+#   cl100k/o200k scanners rather than inside them; o200k_ascii_word decides in one branch from
+#   two class tables (7, 8).
+# - o200k_ascii_other cuts digits, punctuation and whitespace runs from one class table before
+#   o200k_end; the chain word path -> other path -> o200k_end is written out in both
+#   next_piece_end and next_piece_ends, as a shared inline helper stayed out of line (9).
+# The measurements behind these decisions: docs/perf/pretokenize.md.
 
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
