@@ -11,40 +11,20 @@ with the encoding). Memory: per text, its ids until the caller turns them into a
 or one count; per thread, the UTF-8 of its largest non-ASCII text.
 """
 
-# Performance notes. benches/bench_encode.py --batches (count_batch / encode_batch of 1,220 texts
-# of 2.5 KB, 3.15 MB, English + code + multilingual in that order; medians of 1- and 2-thread
-# calls alternating in one process). The 2-core VM is shared: other jobs came and went within a
-# run, so only runs whose 2-thread CPU/wall was >= 1.8 count, and each core runs 12-18% slower
-# when both are busy (two independent processes show it too).
-#   0. Before (encoding.py: ThreadPoolExecutor, one interleaved share per thread through
-#      BacktrackEncoder.encode_many): 2 threads 1.33-1.62x one thread. The second thread started
-#      2-5 ms late (thread creation, then the GIL, held by the first while it took its share's
-#      UTF-8), and the result lists were built after encoding, serially, under the GIL.
-#   1. This module: threads started before the texts are prepared, texts published one by one,
-#      claimed from one counter, lists built by the caller while the others encode. Thread CPU
-#      (load 3.5): the caller and the worker each do 49-51% of the work (count cl100k: 33.2 and
-#      33.7 ms against 64.8 ms on one thread). Quiet window: 2-thread CPU summed over both
-#      threads vs one thread: count +6-8%, encode +15% (cl100k) / +32% (o200k): the ids cross
-#      cores to the list-building caller, and the lists' int objects are touched there.
-#   2. Non-ASCII texts converted by utf8_size + utf8_fill on the claiming thread: callgrind, 203
-#      texts, one thread: count 56.0M instructions vs encode_many's 50.7M (+10.5%) when CPython
-#      had cached the strs' UTF-8, +4.4% on fresh strs (CPython's encoder: 3.0M; ours 5.3M).
-#      Now texts under NOGIL_UTF8_CHARS take CPython's UTF-8 under the GIL on the caller, while
-#      the others encode: 50.8M vs 50.7M (count), 54.5M vs 54.8M (encode). Kept.
-#   3. encoding.py: the default special-token check was one _check_special per text, 3.75 ms of
-#      Python for the 1,220 texts, serial before any thread starts (~10% of the 2-thread wall
-#      time of encode_batch); sets once per call and a memchr prefilter: 0.32 ms.
-#   4. Thread start + join costs ~80 us here (waking the idle vCPU): 2 texts of 500 chars 9 us
-#      on one thread, 95 us on two; 8 x 2,000 chars 0.78x, 16 x 2,000 1.13x, 4 x 8,000 0.90x,
-#      8 x 8,000 1.41x. Encoding's minimum of 16K chars per thread (break-even) kept.
-#   5. A/B in one process (encode, 11 rounds, load 1.1-1.3): freeing each text's ids once listed
-#      vs all at the end (cross-thread free), and the caller's backlog m/16 vs m/256 vs m (no
-#      overlap): all within the noise (cl100k 1.46-1.75x, o200k 1.75-1.82x). Kept m/16 and
-#      freeing early (memory bounded by the backlog, few GIL re-acquisitions: a busy event loop
-#      can hold each one up to the 5 ms switch interval).
-#   Not done: a persistent pool (would save 4's start-up on small batches; the idle vCPU still
-#   has to wake); splitting one long text across threads (a batch of 3 texts on 2 threads is
-#   balanced to within one text only).
+# Performance decisions that hold (numbers: the steps of docs/perf/batch.md, which this
+# file's "Performance notes" also means):
+# - The threads are started before the texts are prepared, the texts are published one by one
+#   and claimed from one atomic counter, and the caller builds the lists while the others
+#   encode: the work splits 49-51% between two threads, where an executor with one share per
+#   thread started the second thread 2-5 ms late and built the lists serially (0, 1).
+# - Non-ASCII texts under NOGIL_UTF8_CHARS take CPython's UTF-8 under the GIL on the caller
+#   (cached in the str, fewer instructions); longer ones are converted on the claiming thread (2).
+# - The caller stops to build lists once m/16 texts wait, and frees each text's ids once listed:
+#   memory bounded by the backlog, few GIL re-acquisitions, speed within the noise (5).
+# - encoding.py gives a thread at least 16K characters: starting and joining one costs ~80 us
+#   here, the break-even (4).
+# - No persistent pool and no splitting of one long text across threads (not done).
+# The measurements behind these decisions: docs/perf/batch.md.
 
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 from libc.stdint cimport uint8_t, uint32_t
