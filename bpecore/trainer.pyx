@@ -13,60 +13,21 @@ Cost: building is O(total symbols); a merge costs O(total length of the words ho
 + log(heap)) -- worst case a corpus of one long repeated word (e.g. "aaaa...") where every merge
 rewrites the whole word. Memory: ~ 4 bytes per symbol of each unique piece, ~ 60 bytes per distinct
 pair plus 4 bytes per (pair, word) index entry; independent of corpus size once pieces are counted.
-
-Performance notes (2.84 MB english+code+multilingual, o200k, min_frequency 2; AMD EPYC 2-core VM
-shared with other jobs, load average 4-6; benches/bench_train.py, medians of 3):
-- Whole ``train()``: 0.37 s at 8k, 0.75 s at 32k; HF tokenizers BpeTrainer 2.53 s / 3.36 s on the
-  same file and regex. The merge loop alone: 31,744 merges in ~0.34 s (~90k merges/s).
-- Pre-tokenization dominated at first: ``regex.findall`` + Counter took 0.83 s for the 3 MB;
-  ``count_pieces`` over the hand-written scanner (bytes keys straight into a dict, no str per
-  piece) takes 0.15 s. Kept. Patterns without a scanner (custom, SuperBPE stage 2) use ``regex``.
-- Processes: on this loaded VM two counting processes gave no speedup (two halves took 0.54 s and
-  0.85 s against 0.86 s for the whole in one process), and fork + pickling made 3 MB slower
-  (0.35 s vs 0.22 s). So ``workers=None`` counts in-process below two chunks (2 MiB).
-- Heap: own binary heap with the tie-break in the comparator (memcmp of token bytes); entries are
-  re-pushed lazily when popped with a stale count. Counts of existing pairs only decrease (pairs
-  that grow always contain the new token), so a popped entry whose count is current is the max.
-- Pair table: open addressing over (left << 32 | right) keys; chosen over std::unordered_map
-  (a node allocation per pair) without a side-by-side measurement.
-- Pair -> words: a vector per pair, appended when a pair gains a word and deduped per merge with
-  a stamp per word (HF keeps a hash set per pair); stale entries cost one scan of a short word.
-- SuperBPE stage 2 is slower (2.3 s at 8k): its pattern has no scanner (``regex``, 0.8 s) and
-  superword pieces are long and mostly unique, so merges rewrite longer words.
-
-SuperBPE compression (held-out English, same vocab size, fewer tokens than plain BPE; the stage-2
-pattern and the transition rule are documented at ``SUPERBPE_PATTERN`` in train.py):
-- Transition alone cannot reach 10% at 8k: with words joined only by single spaces, the gain was
-  8.3, 8.3, 8.3, 8.2, 8.1, 8.0% for a transition at 30, 40, 50, 60, 70, 80% of the vocab (14.0-14.1%
-  at 32k). Stage 2 re-learns the same frequent subword merges whatever the transition, so only
-  the last, rare merges differ.
-- Stage-2 pieces were the cause. Letting lone punctuation join words (", and the", as the paper's
-  stage 2 does): 9.4% at 8k, 16.0% at 32k. Letting a piece end with its newlines too: 12.9% and
-  20.1% (kept). A cap of 4 words per piece: 10.8% at 8k (not kept; the paper's released stage-2
-  pattern has no cap either).
-- With that pattern the transition matters little: 12.9-13.0% (8k) and 20.1-20.4% (32k) from 40
-  to 80% of the vocab, 12.2% and 18.5% at 90%. Default ``"auto"`` = 80% of the BPE ids.
-
-Peak memory (32k ids, corpus x4 = 11.4 MB, two workers; the largest process is the trainer's own,
-measured as VmHWM; workers peak at 29 MB). Stages of the old peak of 75 MB: imports 27.5 MB (the
-package imports every compiled module); after counting 39-41 MB (the merged piece dict, 35k
-pieces = 3.8 MB live, the multiprocessing modules, freed buffers); merge loop +14.5 MB (sym 2 MB,
-100k pairs x 44 bytes at 131k capacity = 5.8 MB, pair -> words vectors ~4 MB, pair hash 262k
-slots x 12 bytes = 3.1 MB, token set 2.3 MB); tokens, ranks and merges +2.5 MB; then the
-Encoding's Vocab, +17 MB while built (13 MB kept), with the Trainer still alive.
-- Kept: drop the Trainer before the Encoding is built (and stage 1's before stage 2, whose words are
-  streamed into the new Trainer rather than listed): 75 -> 61 MB; the Vocab reuses the freed tables.
-- Kept: drop the merge list of id pairs (32k tuples of ints) before the Vocab is built: 61 -> 58 MB.
-- Kept: worker dicts are added into the larger one instead of copying the first: no measurable
-  change in the peak (61.2-61.8 vs 61.4-61.9 MB), one dict copy less.
-- Not kept: the merges as an ``array("I")`` until the Vocab is built (58.3 vs 58.4 MB); 256 KiB or
-  64 KiB chunks (the counting peak stayed 44.5 / 45.5 MB vs 44.4); ``malloc_trim(0)`` after
-  counting (61.8 -> 58.5 MB before the items above, but glibc-only). Not tried: smaller trainer
-  tables. The Vocab is built into the memory they free, so each MB saved there lowers the peak by
-  only about a third of a MB.
-- The bench used to report wait4's ru_maxrss, which Linux keeps across execve: it was at least the
-  bench's own RSS at fork time (82.9 MB reported when the trainer's peak was 61.4 MB).
 """
+
+# Performance decisions that hold (docs/perf/trainer.md: speed, SuperBPE, peak memory):
+# - Pieces are counted by the hand-written scanners (``count_pieces``: bytes keys straight into
+#   a dict) instead of ``regex.findall``: 0.15 s against 0.83 s for 3 MB.
+# - train.py counts in-process below two chunks (2 MiB) when ``workers`` is None: on this
+#   2-core machine fork + pickling made small corpora slower.
+# - An own binary heap with the tie-break in its comparator and lazy re-pushes; the pair table is
+#   open addressing over (left << 32 | right); pair -> words is a vector per pair deduplicated
+#   per merge by a stamp per word.
+# - Peak memory: train.py drops the Trainer and the merge list before building the Vocab, which
+#   reuses their freed memory (75 -> 58 MB at 32k ids).
+# - SuperBPE: stage-2 pieces may end with their newlines and the default transition is 80% of
+#   the BPE ids (``SUPERBPE_DEFAULT_FRACTION`` in train.py).
+# The measurements behind these decisions: docs/perf/trainer.md.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
