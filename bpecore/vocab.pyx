@@ -19,29 +19,21 @@ Lookups (all in ``vocab.pxd``, inline, nogil):
   ``spine_rejects`` (its last check alone, from ``spine_ends``) and ``bytes_stay_apart`` (two
   single bytes, an 8 KB bitmap) are shortcuts the backtracking loops take first.
 - The trie and pair tables hash keys with one multiply (``mul_hash``: slot = bits 32 and up).
-
-Performance notes (load of o200k_base, CPU ms of a loaded 2-core machine, so ratios matter; the
-perf/callgrind split of the old build was parse 40%, table build 60%):
-- before: Python parse (split, a2b_base64, dict) ~180 ms + build from the dict ~250 ms, all
-  holding the GIL.
-- ``from_tiktoken``: base64 and ranks parsed in C into all_bytes/token_starts, no dict, no
-  per-token Python objects: parse 7 ms. Anything unusual returns None and load.py takes the
-  checked Python path, so error messages are unchanged.
-- build without the GIL (``_finish``), so a service thread loading vocabs overlaps its imports.
-- trie built in the combined (key, child) table that grows by doubling, instead of separate
-  key/value tables sized for every byte (4x the final size) then shrunk: 1 miss per probe, no
-  50 MB memset, no re-insert; next_prefix by parent links (3.5 ms) instead of a walk per byte.
-- bytes table: one probe per token (duplicate check and insert together), not two.
-- split search = half the remaining build (~100 ms, is_valid_pair misses in the pair table):
-  ``split_steps`` (1 byte per token, 26/50 KB zlib'd) shipped beside the rank file, bound to its
-  SHA-256, skips the search: each split is then one next_prefix walk + one lookup, still checked
-  (both halves earlier, reachable tokens, spelling the token) with a full search on any mismatch.
-  pair_keys/pair_vals are copied from ``pairs`` slot for slot (2 random writes fewer per token).
-- tried: MADV_HUGEPAGE on the pieces/trie/pairs tables before first touch; THP is "madvise" here
-  but AnonHugePages stayed 0 and the CPU time did not move (within noise): dropped.
-- not tried: building the trie in sorted token order (one probe per new node, 421k, instead of
-  one per byte, 1.4M) at the price of a sort and different node numbering.
 """
+
+# Performance decisions that hold (docs/perf/vocab.md):
+# - ``from_tiktoken`` parses base64 and ranks in C straight into all_bytes/token_starts (7 ms
+#   for o200k instead of ~180 ms of Python); anything unusual returns None and load.py takes the
+#   checked Python path, so error messages stay the same.
+# - The build runs without the GIL (``_finish``), so a thread loading vocabs overlaps imports.
+# - The trie is built in its combined (key, child) table growing by doubling, and next_prefix
+#   from parent links: one miss per probe, no oversized table to memset and shrink.
+# - One probe per token in the bytes table (duplicate check and insert together).
+# - ``split_steps`` shipped beside a rank file (bound to its SHA-256) skips the split search, half
+#   of the build; each split is still checked, with a full search on any mismatch.
+# - No madvise before first touch here (no huge pages came of it); backtrack.pyx asks for them
+#   once the tables are built.
+# The measurements behind these decisions: docs/perf/vocab.md.
 
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
