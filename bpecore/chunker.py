@@ -22,27 +22,11 @@ Per chunk starting at ``s``:
 Cost: one interval-counter pass over the text, then O(1) queries and regex scans over each
 chunk's tail: about one pass.
 
-Performance notes: ``split_at`` on a window per chunk was 5 ms per 2048-token chunk (2.5 MB/s on
-english); interval-counter queries made it 15-35 MB/s. A reverse search for "separator then
-whitespace" was quadratic in a whitespace run's length (21 s for 20k spaces and tabs): separators
-are now matched alone and the whitespace after them skipped forwards.
-
-Multilingual corpus, 128 tokens (2706 chunks; callgrind instructions and CPU time, old / new): the
-look-ahead checked every end up to 16 characters past the crossing (13.4 of 22.1 queries per
-chunk, found a better end in 9% of chunks); it now checks only the ends that would let a newline
-into the window, when paragraph or line boundaries decide (11.1 queries per chunk). The reverse
-regex search for a blank line scanned the whole window when there was none (about 12 us per
-chunk, 29% of the instructions): str.rfind over the newlines does it in Python steps per newline.
-The interpolation step in integers instead of floats, and ``_new_chunk`` instead of the frozen
-dataclass's ``__init__``, took 4% more. Total 723M -> 442M instructions, about 1.4x less CPU time
-(512 tokens: 315M -> 208M, 2048: 189M -> 147M). Tried and dropped: one ``re`` scan of the whole
-text for blank lines, then bisect (1.9 ms per MB, slower than walking the newlines: 12.5 vs 12.7
-MB/s at 128, 20.3 vs 22.8 at 512); ``count_many`` for the look-ahead (its argument conversion
-costs what a call costs); skipping the look-ahead when the chunk that the newline's arrival
-gives equals the one without it (14M fewer instructions in queries, 36M more in Python: 471M ->
-493M). What is left (py-spy, 128 tokens): building the interval counter 31%, interval queries
-31% (the gallop and interpolation probes, 7.7 per chunk, the order of which decides the crossing
-found, so kept), Python 30%, regex 5%.
+Decisions that hold: queries go to the interval counter, never ``split_at`` per window (5 ms per
+2048-token chunk against about ten O(1) queries); separators are matched alone and the whitespace
+after them skipped forwards (a reverse search for both was quadratic in a whitespace run); the
+look-ahead checks only the ends that would let a newline into the window; blank lines are found
+with ``str.rfind`` over the newlines. The measurements: docs/perf/chunker.md.
 """
 
 from __future__ import annotations
@@ -443,7 +427,7 @@ class _Chunker:
         first = lo + 2
         if lo < n and first <= stop < n and not self.sections:
             # The look-ahead only matters through the newline candidates it lets in, so check
-            # just the ends that would let one in (see "Performance notes" above).
+            # just the ends that would let one in (docs/perf/chunker.md).
             e_lo = self._skip_ws(lo) if self.trim else lo
             nl = self.text.find("\n", e_lo, self._skip_ws(stop) if self.trim else stop)
             last = -1 if self.trim else self.text.rfind("\n", s, e_lo)

@@ -16,7 +16,7 @@ from bpecore.registry import CL100K_PATTERN, O200K_PATTERN
 
 settings.register_profile("dev", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # CI: fixed examples (derandomize), so a landing never depends on the draw; new inputs come from
-# the dev profile, the slow suites and benches/fuzz.py.
+# the dev profile, the slow suites and scripts/reliability/fuzz.py.
 settings.register_profile("ci", max_examples=300, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

@@ -1,7 +1,7 @@
 """Reliability suites: fuzzing of the core, schema tests of the service, hostile HTTP, back-pressure
 and faults against a real uvicorn. The live-server fixtures are the service suite's
 (tests/service/conftest.py), re-exported here; ``fuzz_targets`` (the checks shared with
-benches/fuzz.py) is importable from this directory."""
+scripts/reliability/fuzz.py) is importable from this directory."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Fuzz targets for the core: each ``check_<target>(...)`` raises AssertionError on a wrong answer and
 lets any other unexpected exception escape (a crash); each ``gen_<target>(rng)`` draws one input
 from a ``random.Random``. Shared by the hypothesis suites (tests/reliability/test_fuzz_core.py),
-the runner (benches/fuzz.py) and its atheris mode.
+the runner (scripts/reliability/fuzz.py) and its atheris mode.
 
 Oracles: ``regex.findall`` for the pre-tokenizers; ``bpecore.reference`` (the slow merge loop) for
 the encoders; ``enc.count`` of the slice for split_at / split_at_end / count_till_limit / interval

@@ -1,7 +1,7 @@
 """Fuzzing of the core against its oracles (see fuzz_targets.py for each target's oracle).
 
 Two sizes: the default run uses fixed seeds (``derandomize=True`` and seeded generators) and takes
-about a minute; ``-m slow`` runs the same properties at high example counts. benches/fuzz.py runs
+about a minute; ``-m slow`` runs the same properties at high example counts. scripts/reliability/fuzz.py runs
 the same targets for a time budget (millions of inputs) and atheris mode.
 """
 
@@ -84,7 +84,7 @@ def test_hyp_fuzz_slow(target):
 
 
 # Seeded bulk runs of the generators (cheaper per input than hypothesis): a fixed seed, so a failure
-# here replays exactly; benches/fuzz.py runs the same generators for millions of inputs.
+# here replays exactly; scripts/reliability/fuzz.py runs the same generators for millions of inputs.
 BULK = {"pretokenize": 40_000, "encode": 20_000, "exact": 6_000, "decode": 100_000, "load_tiktoken": 6_000,
         "load_hf": 2_000}
 

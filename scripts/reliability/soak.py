@@ -11,8 +11,8 @@ window. At the end it prints a table, writes a PNG plot (matplotlib) and a CSV, 
 * p99 at the end within 2x of p99 at the start (median of the windows' p99 over the 2 minutes after
   the first minute vs over the last 2 minutes).
 
-    python benches/soak.py                      # 10 minutes, 50 req/s, 4 streams (5 frames/s each)
-    python benches/soak.py --duration 60 --png /tmp/soak.png   # a quick look
+    python scripts/reliability/soak.py                      # 10 minutes, 50 req/s, 4 streams (5 frames/s each)
+    python scripts/reliability/soak.py --duration 60 --png /tmp/soak.png   # a quick look
 
 Exit status 0 when every check passes, 1 otherwise.
 """
@@ -35,7 +35,7 @@ from pathlib import Path
 import httpx
 import websockets
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import bpecore  # noqa: E402
@@ -380,7 +380,7 @@ def main() -> int:
     p.add_argument("--streams", type=int, default=4, help="WebSocket streams held open (default 4)")
     p.add_argument("--interval", type=float, default=10.0, help="seconds per sample (default 10)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--png", default=str(ROOT / "benches" / "soak.png"))
+    p.add_argument("--png", default=str(ROOT / "scripts" / "reliability" / "soak.png"))
     p.add_argument("--csv", default=str(ROOT / "build" / "soak.csv"))
     p.add_argument("--log", default=str(ROOT / "build" / "soak-server.log"))
     args = p.parse_args()

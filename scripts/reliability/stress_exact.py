@@ -1,13 +1,13 @@
 """Randomised differential run of every exact operation against brute-force counts.
 
-    python benches/stress_exact.py SEED SECONDS
+    python scripts/reliability/stress_exact.py SEED SECONDS
 
 Texts are runs of characters that decide the three shipped patterns (cases, marks, apostrophes,
 every kind of whitespace, digits of other scripts, CJK, emoji); pushes split bytes anywhere.
 Prints the number of cases and of wrong answers (each printed).
 """
 import random, sys, time
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2]))
 import bpecore
 from bpecore.registry import R50K_PATTERN
 from tests.conftest import shared_ranks

@@ -8,10 +8,10 @@ token table or ValueError), ``load_tiktoken`` and ``load_hf`` (malformed, trunca
 non-UTF-8, gzip, deeply nested files: VocabError/ValueError only, and a file that loads encodes like
 the reference over its own ranks).
 
-    python benches/fuzz.py                                   # every target, 60 s each, 2 processes
-    python benches/fuzz.py --seconds 600 --inputs 1000000 --jobs 2
-    python benches/fuzz.py --target encode --seconds 30 --seed 7
-    python benches/fuzz.py --atheris load_hf -- -atheris_runs=100000   # coverage-guided (Python code)
+    python scripts/reliability/fuzz.py                                   # every target, 60 s each, 2 processes
+    python scripts/reliability/fuzz.py --seconds 600 --inputs 1000000 --jobs 2
+    python scripts/reliability/fuzz.py --target encode --seconds 30 --seed 7
+    python scripts/reliability/fuzz.py --atheris load_hf -- -atheris_runs=100000   # coverage-guided (Python code)
 
 Per target it prints inputs tried, inputs/s, wrong answers (AssertionError), crashes (any other
 exception, or the worker dying), and the first few failing inputs with the seed that replays them
@@ -31,7 +31,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "reliability")]
 
 
