@@ -51,20 +51,20 @@ import os
 os.environ["RAYON_NUM_THREADS"] = "1"
 os.environ["FASTOKENS_BPE_THREADS"] = "1"
 
-import argparse  # noqa: E402
-import base64  # noqa: E402
-import gzip  # noqa: E402
-import importlib.metadata  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import struct  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import base64
+import gzip
+import importlib.metadata
+import json
+import random
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -115,8 +115,8 @@ def write_peer_vocab(directory: str) -> None:
         Path(directory, f"{name}.tiktoken").write_bytes(raw)
         with open(Path(directory, f"{SHORT_NAMES[name]}.vocab"), "wb") as f:
             f.write(struct.pack("<I", len(ranks)))
-            for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
-                f.write(struct.pack("<H", len(token)) + token + struct.pack("<I", rank))
+            f.writelines(struct.pack("<H", len(token)) + token + struct.pack("<I", rank)
+                         for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]))
         Path(directory, f"{SHORT_NAMES[name]}.special").write_bytes(struct.pack("<I", 0))
     try:
         import quicktok
@@ -282,7 +282,7 @@ def main_table(size: int, reps: int, names: list[str], clock=time.perf_counter) 
     print("|---|---|---|---:|" + "---:|" * len(LIBRARIES) + "---:|---:|")
     for name in ENCODINGS:
         check = subprocess.run([sys.executable, __file__, "--_check", name, str(size), str(reps), ",".join(names), vocab_dir],
-                               capture_output=True, text=True)
+                               check=False, capture_output=True, text=True)
         if check.returncode != 0:
             raise SystemExit(f"exactness check failed:\n{check.stderr}")
         verdicts = json.loads(check.stdout.strip().splitlines()[-1])
@@ -384,7 +384,7 @@ def cold_and_small(libs: list[str], clock_name: str = "wall") -> None:
             res = {}
             for lib in libs:
                 r = subprocess.run([sys.executable, __file__, "--_cold", lib, name, op, vocab_dir, clock_name],
-                                   capture_output=True, text=True)
+                                   check=False, capture_output=True, text=True)
                 if r.returncode != 0:
                     res[lib] = {"installed": True, "error": (r.stderr.strip().splitlines() or ["?"])[-1]}
                 else:
