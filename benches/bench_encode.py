@@ -28,12 +28,13 @@ a subprocess (so the timing process has not seen the text) checks every library 
 count and encode, against tiktoken; a library that is not exact on a corpus is reported as
 such there and not timed. The last column divides bpecore's rate by the fastest exact peer's.
 
-Cold and many small texts: one fresh subprocess per (library, encoding, operation) imports the
-library, builds it, times its first call on a ~12 KB text (the last 4,000 characters of english,
-code and multilingual), then 10,000 calls on distinct ~1 KB texts: 1,000-character windows at
-evenly spaced offsets of the rest of those three corpora (3 MB of text gives 10,000 windows only
-by overlapping: each character is in about 3 windows), in a shuffled order. The results are
-checked against tiktoken after the timing, in the same subprocess.
+Cold and many small texts (not with --quick or --corpora): one fresh subprocess per (library,
+encoding, operation) imports the library, builds it, times its first call on a ~12 KB text (the
+last 4,000 characters of english, code and multilingual), then 10,000 calls on distinct ~1 KB
+texts: 1,000-character windows at evenly spaced offsets of the rest of those three corpora (3 MB
+of text gives 10,000 windows only by overlapping: each character is in about 3 windows), in a
+shuffled order. The results are checked against tiktoken after the timing, in the same
+subprocess.
 
 Then (not with --quick, --corpora or --peers-only): small inputs (bpecore vs tiktoken, repeated
 text), worst cases (time per byte across sizes), batch threads, and resident memory after loading
