@@ -5,17 +5,19 @@ its endpoint calls: it checks the server limits, does the work and builds the re
 or its JSON bytes). ``create_app`` installs ``LeanRoutes`` in front of the router for exactly the
 routes that declare one. For a ``POST`` with an ``application/json`` body to such a route, once the
 encodings are loaded, ``LeanRoutes`` parses the body, validates it with the route's request model
-and calls ``answer``; that skips the threadpool hop of a ``def`` endpoint, dependency solving and
-the response-model pass. A body the model refuses goes on to the route unchanged, so every
+and calls ``answer``; that skips routing, dependency solving, the response-model pass and, for
+bodies answered on the event loop, the threadpool hop of a ``def`` endpoint. A body the model refuses goes on to the route unchanged, so every
 validation error keeps the route's status and body; an ``APIError`` raised by ``answer`` is answered
 here with the body the app's error handler gives it. The route stays the definition (and the OpenAPI
 description) of the endpoint; ``tests/service/test_lean.py`` checks both answer alike.
 
 Bodies up to the handler's ``thread_bytes`` are answered on the event loop (counting 1 KB takes
-15-25 µs with the GIL released, less than a thread hop); larger ones in a worker thread, parsed with
-``service.body`` (at most ~64K characters per GIL-holding call). Bodies above ``SERIAL_BYTES`` are
-answered one at a time, so the loop competes for the GIL with one such thread, not with every one
-(smaller bodies are still answered in parallel). Figures: docs/perf/service.md.
+15-25 µs with the GIL released, less than a thread hop: /v1/count); larger ones in a worker thread
+(every body for /v1/encode and /v1/chunk, whose work can take long for a small body too), parsed
+with ``service.body`` (at most ~64K characters per GIL-holding call) instead of FastAPI's
+``json.loads`` on the event loop. Bodies above ``SERIAL_BYTES`` are answered one at a time, so
+the loop competes for the GIL with one such thread, not with every one (smaller bodies are still
+answered in parallel). Figures: docs/perf/service.md.
 """
 
 from __future__ import annotations

@@ -81,9 +81,8 @@ def count(body: CountRequest, ctx: Ctx) -> Response:
     return Response(count_tokens(body, ctx), media_type="application/json")
 
 
-@router.post("/encode", response_model=EncodeResponse, summary="Encode text")
-def encode(body: EncodeRequest, ctx: Ctx) -> Response:
-    """Token ids of a text, with tiktoken's special-token rules, optionally with per-token offsets."""
+def encode_text(body: EncodeRequest, ctx: Context) -> EncodeResponse:
+    """The answer to ``POST /v1/encode``; the endpoint and its lean handler both call this."""
     enc = ctx.encoding(body.encoding)
     with ctx.op("encode", enc, utf8_len(body.text)) as rec:
         try:
@@ -99,7 +98,15 @@ def encode(body: EncodeRequest, ctx: Ctx) -> Response:
     if body.return_offsets:
         ctx.check_max("tokens with offsets", len(tokens), ctx.settings.max_offsets)
         offsets = [TokenOffset(id=i, text=t, start=a, end=b) for i, t, a, b in token_offsets(enc, tokens)]
-    return reply(EncodeResponse(encoding=enc.name, count=len(tokens), tokens=tokens, offsets=offsets))
+    return EncodeResponse(encoding=enc.name, count=len(tokens), tokens=tokens, offsets=offsets)
+
+
+# thread_bytes=0: encoding (and offsets) can take long even for a small body; the route runs in a thread too
+@router.post("/encode", response_model=EncodeResponse, summary="Encode text")
+@lean(EncodeRequest, encode_text, thread_bytes=0)
+def encode(body: EncodeRequest, ctx: Ctx) -> Response:
+    """Token ids of a text, with tiktoken's special-token rules, optionally with per-token offsets."""
+    return reply(encode_text(body, ctx))
 
 
 @router.post("/decode", response_model=DecodeResponse, summary="Decode token ids")

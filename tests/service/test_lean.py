@@ -31,11 +31,11 @@ def pair(settings):
         yield fast, route
 
 
-def _same(pair, body: bytes, headers: dict | None = None):
+def _same(pair, body: bytes, headers: dict | None = None, path: str = "/v1/count"):
     fast, route = pair
     headers = HEADERS if headers is None else headers
-    a = fast.post("/v1/count", content=body, headers=headers)
-    b = route.post("/v1/count", content=body, headers=headers)
+    a = fast.post(path, content=body, headers=headers)
+    b = route.post(path, content=body, headers=headers)
     assert (a.status_code, a.content) == (b.status_code, b.content), body[:300]
     for h in ("content-type", "content-length", "retry-after"):
         assert a.headers.get(h) == b.headers.get(h), (h, body[:300])
@@ -234,7 +234,7 @@ def test_lean_handler_answers_what_the_schema_accepts(pair, monkeypatch):
 
 def test_only_declared_routes_are_lean(client):
     layers = [m.kwargs["routes"] for m in client.app.user_middleware if m.cls is lean.LeanRoutes]
-    assert [sorted(routes) for routes in layers] == [["/v1/count"]]
+    assert [sorted(routes) for routes in layers] == [["/v1/chunk", "/v1/count", "/v1/encode"]]
     route = layers[0]["/v1/count"]
     assert route.endpoint.lean.model is CountRequest and route.endpoint.lean.answer is count_tokens
 
@@ -267,3 +267,61 @@ def test_lean_handler_answers_raw_bodies_the_route_accepts(pair, monkeypatch):
         assert (r.status_code == 200) == (parsed[0] is not None), body
         answered += r.status_code == 200
     assert answered >= 6
+
+
+# ----------------------------------------------------------------------------------- /v1/encode, /v1/chunk
+TEXT = "# Title\n\nSome text ünïcödé ☃ 🎉, more words <|endoftext|> here.\n\n## Part\n\n" * 30
+ENCODE = [
+    {"text": "hello world"},
+    {"text": TEXT[:200], "return_offsets": True},
+    {"text": "a <|endoftext|> b"},  # disallowed special: 400 from encode_text
+    {"text": "a <|endoftext|> b", "allowed_special": "all"},
+    {"text": "a <|endoftext|> b", "disallowed_special": []},
+    {"text": "x", "encoding": "o200k_base"},
+    {"text": "x", "encoding": "nope"},
+    {"text": "\ud800 lone", "return_offsets": True},
+    {"text": TEXT, "return_offsets": True},  # above max_offsets? no: checks the offsets path on a longer text
+    {"text": 1},
+    {"text": "x", "extra": 1},
+    {"text": "x", "allowed_special": "some"},
+    {},
+]
+CHUNK = [
+    {"text": TEXT, "max_tokens": 50},
+    {"text": TEXT, "max_tokens": 50, "overlap": 10, "markdown": True},
+    {"text": TEXT, "max_tokens": 40, "trim": False},
+    {"texts": [TEXT[:300], "", TEXT[300:900]], "max_tokens": 20},
+    {"text": "x", "max_tokens": 1, "encoding": "nope"},
+    {"text": "x", "max_tokens": 200_000},  # above max_tokens
+    {"texts": ["x"] * 9, "max_tokens": 5},  # above max_texts
+    {"text": TEXT * 40, "max_tokens": 1},  # above max_chunks? the estimate is refused before chunking
+    {"text": "x", "max_tokens": 5, "overlap": 5},
+    {"text": "x", "texts": ["y"], "max_tokens": 5},
+    {"text": "x"},
+    {"text": "x", "max_tokens": "5"},
+]
+
+
+@pytest.mark.parametrize("path,req", [("/v1/encode", r) for r in ENCODE] + [("/v1/chunk", r) for r in CHUNK],
+                         ids=[f"encode-{i}" for i in range(len(ENCODE))] + [f"chunk-{i}" for i in range(len(CHUNK))])
+def test_encode_and_chunk_answered_alike(pair, path, req):
+    _same(pair, json.dumps(req).encode(), path=path)
+    _same(pair, json.dumps(req, ensure_ascii=False).encode("utf-8", "surrogatepass"), path=path)
+
+
+def test_encode_and_chunk_lean_handlers_take_what_the_schema_accepts(pair, monkeypatch):
+    answered = []
+    original = lean.Lean.parse
+
+    def spy(self, body):
+        req = original(self, body)
+        answered.append(req is not None)
+        return req
+
+    monkeypatch.setattr(lean.Lean, "parse", spy)
+    for path, reqs in (("/v1/encode", ENCODE), ("/v1/chunk", CHUNK)):
+        for req in reqs:
+            answered.clear()
+            r = _same(pair, json.dumps(req).encode(), path=path)
+            schema_error = r.status_code == 422 and r.json()["error"]["type"] == "validation_error"
+            assert answered == [not schema_error], (path, req, r.status_code)
