@@ -178,7 +178,7 @@ def test_metrics_recorded_alike(settings):
     seen = []
     for app in apps:
         with TestClient(app) as c:
-            for req in VALID + INVALID[:6]:
+            for req in VALID + SCHEMA_INVALID[:6] + LIMITS:
                 c.post("/v1/count", json=req)
             seen.append(_counters(c))
     assert seen[0] == seen[1]
