@@ -10,6 +10,7 @@ from fastapi import Depends, Request, Response
 from pydantic import BaseModel
 
 from bpecore import Encoding
+from service.body import text_and_size
 from service.config import Settings
 from service.errors import APIError, not_found_encoding
 
@@ -17,13 +18,11 @@ from service.errors import APIError, not_found_encoding
 class Context:
     """What a route needs: the settings, the loaded encodings, and a way to record what it did."""
 
-    def __init__(self, request: Request) -> None:
-        state = request.app.state
-        self.request = request
+    def __init__(self, state, info: dict) -> None:
         self.settings: Settings = state.settings
         self.encodings: dict[str, Encoding] = state.encodings
         self.metrics = state.metrics
-        self.info: dict = request.scope.setdefault("bpesvc", {})
+        self.info = info  # the request's log fields (``scope["bpesvc"]``)
 
     def encoding(self, name: str | None) -> Encoding:
         """The loaded encoding called ``name`` (default encoding for None), else 404."""
@@ -44,13 +43,16 @@ class Context:
         rec = {"tokens": 0}
         t0 = time.perf_counter()
         yield rec
-        seconds = time.perf_counter() - t0
-        self.metrics.observe_op(op, enc.name, nbytes, rec["tokens"], seconds)
+        self.record(op, enc.name, nbytes, rec["tokens"], time.perf_counter() - t0)
+
+    def record(self, op: str, name: str, nbytes: int, tokens: int, seconds: float) -> None:
+        """Record one library call (what ``op`` does, for callers that time it themselves)."""
+        self.metrics.observe_op(op, name, nbytes, tokens, seconds)
         info = self.info
         info["op"] = op
-        info["encoding"] = enc.name if "encoding" not in info or info["encoding"] == enc.name else "multiple"
+        info["encoding"] = name if "encoding" not in info or info["encoding"] == name else "multiple"
         info["bytes"] = info.get("bytes", 0) + nbytes
-        info["tokens"] = info.get("tokens", 0) + rec["tokens"]
+        info["tokens"] = info.get("tokens", 0) + tokens
 
 
 async def get_context(request: Request) -> Context:
@@ -61,7 +63,7 @@ async def get_context(request: Request) -> Context:
         if state.load_error:
             raise APIError(503, "not_ready", f"encodings failed to load: {state.load_error}")
         raise APIError(503, "not_ready", "encodings are still loading")
-    return Context(request)
+    return Context(state, request.scope.setdefault("bpesvc", {}))
 
 
 Ctx = Annotated[Context, Depends(get_context)]
@@ -74,5 +76,6 @@ def reply(model: BaseModel) -> Response:
 
 
 def utf8_len(text: str) -> int:
-    """UTF-8 length of a (surrogate-free) str without encoding it when it is ASCII."""
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
+    """UTF-8 length of a (surrogate-free) str without encoding it when it is ASCII; a long text is
+    encoded a piece at a time (``service.body``), so the GIL is never held for long."""
+    return len(text) if text.isascii() else text_and_size(text)[1]

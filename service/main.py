@@ -32,6 +32,7 @@ from bpecore import Encoding  # noqa: E402
 from service.config import Settings, get_settings  # noqa: E402
 from service.errors import install as install_errors  # noqa: E402
 from service.http_limits import install as install_http_limits  # noqa: E402
+from service.lean import LeanRoutes, lean_routes  # noqa: E402
 from service.logging import configure_logging  # noqa: E402
 from service.metrics import Metrics  # noqa: E402
 from service.middleware import ServiceMiddleware  # noqa: E402
@@ -223,9 +224,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     state.streams = set()
     state.drain_event = asyncio.Event()
     install_errors(app)
-    for module in (health, tokens, chunks, chat, compat, stream):
-        app.include_router(module.router)
-    app.add_middleware(ServiceMiddleware, settings=settings, metrics=state.metrics, state=state)
+    routers = [module.router for module in (health, tokens, chunks, chat, compat, stream)]
+    for router in routers:
+        app.include_router(router)  # no prefix: the routers' paths are the app's
+    routes = lean_routes(route for router in routers for route in router.routes)
+    if settings.fast_path and routes:  # inside ServiceMiddleware: limits, metrics and the log line apply
+        app.add_middleware(LeanRoutes, routes=routes, state=state)
+    app.add_middleware(ServiceMiddleware, settings=settings, metrics=state.metrics)
     return app
 
 

@@ -2,10 +2,9 @@
 request metrics and the per-request JSON log line.
 
 Pure ASGI (no BaseHTTPMiddleware): the body is read here, up to ``max_request_bytes``, and replayed
-to the app, so an oversized body is refused with 413 before any parsing. Well-formed
-``POST /v1/count`` bodies are answered here by ``fastpath.CountFastPath`` (the route answers
-everything else). Routes add what they did
-(encoding, op, bytes, tokens) to ``scope["bpesvc"]``, which ends up in the log line.
+to the app, so an oversized body is refused with 413 before any parsing. Routes (and their lean
+handlers, ``service.lean``) add what they did (encoding, op, bytes, tokens) to ``scope["bpesvc"]``,
+which ends up in the log line.
 """
 
 from __future__ import annotations
@@ -17,10 +16,7 @@ import re
 import time
 import uuid
 
-import anyio.to_thread
-
 from service.errors import RETRY_AFTER_SECONDS, RETRY_AFTER_STATUSES, error_body
-from service.fastpath import COUNT_PATH, COUNT_TEMPLATE, THREAD_BYTES, CountFastPath, json_content_type
 from service.metrics import EXCLUDED_PATHS, Metrics
 
 log = logging.getLogger("bpesvc")
@@ -39,12 +35,11 @@ def request_id_from(headers: list[tuple[bytes, bytes]]) -> str:
 
 
 class ServiceMiddleware:
-    def __init__(self, app, *, settings, metrics: Metrics, state=None) -> None:
+    def __init__(self, app, *, settings, metrics: Metrics) -> None:
         self.app = app
         self.settings = settings
         self.metrics = metrics
         self.inflight = 0
-        self.count_fast = CountFastPath(state, settings, metrics) if state is not None and settings.fast_path else None
 
     async def _send_error(self, send, status: int, type: str, message: str, rid: str, info: dict,
                           close: bool = False) -> None:
@@ -73,7 +68,6 @@ class ServiceMiddleware:
         counted = path not in EXCLUDED_PATHS
         status_holder = {"status": 500, "bytes_out": 0}
         bytes_in = 0
-        template = None
 
         async def send_wrapper(message) -> None:
             if message["type"] == "http.response.start":
@@ -133,18 +127,6 @@ class ServiceMiddleware:
                 chunks.append(chunk)
                 more = message.get("more_body", False)
             body = b"".join(chunks)
-            if path == COUNT_PATH and method == "POST" and self.count_fast is not None \
-                    and json_content_type(scope["headers"]):
-                if len(body) <= THREAD_BYTES:
-                    out = self.count_fast.answer(body, info)
-                else:  # parse and count off the loop, so it stays free to answer others
-                    out = await anyio.to_thread.run_sync(self.count_fast.answer, body, info)
-                if out is not None:
-                    template = COUNT_TEMPLATE
-                    await send_wrapper({"type": "http.response.start", "status": 200, "headers": [
-                        (b"content-length", b"%d" % len(out)), (b"content-type", b"application/json")]})
-                    await send_wrapper({"type": "http.response.body", "body": out})
-                    return
             replayed = False
 
             async def replay():
@@ -160,8 +142,7 @@ class ServiceMiddleware:
             self.metrics.inflight.dec()
             elapsed = time.perf_counter() - start
             status = status_holder["status"]
-            if template is None:
-                template = getattr(scope.get("route"), "path", None) or "<unmatched>"
+            template = getattr(scope.get("route"), "path", None) or "<unmatched>"
             if counted:
                 self.metrics.observe_request(template, method, status, elapsed)
             if status >= 400:

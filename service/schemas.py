@@ -11,17 +11,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from bpecore._text import clean
+from service.body import text_and_size
 
 
 def _clean_text(text: str) -> str:
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return clean(text)
-    return text
+    """``text`` with lone surrogates replaced (checked a piece at a time: ``service.body``)."""
+    return text_and_size(text)[0]
 
 
 Text = Annotated[str, AfterValidator(_clean_text)]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from bpecore.chunker import chunk as chunk_text
-from service.deps import Ctx, reply, utf8_len
+from service.deps import Context, Ctx, reply, utf8_len
 from service.errors import APIError
+from service.lean import lean
 from service.schemas import (
     COMMON_ERRORS,
     ChunkOut,
@@ -21,9 +22,8 @@ from service.schemas import (
 router = APIRouter(prefix="/v1", tags=["chunks"], responses=COMMON_ERRORS)
 
 
-@router.post("/chunk", response_model=ChunkResponse, summary="Chunk text")
-def chunk(body: ChunkRequest, ctx: Ctx) -> Response:
-    """Token-exact chunks (every chunk's count <= max_tokens), cut at the best boundary available."""
+def chunk_texts(body: ChunkRequest, ctx: Context) -> ChunkResponse:
+    """The answer to ``POST /v1/chunk``; the endpoint and its lean handler both call this."""
     enc = ctx.encoding(body.encoding)
     ctx.check_max("max_tokens", body.max_tokens, ctx.settings.max_tokens)
     texts = body.texts if body.texts is not None else [body.text]
@@ -43,8 +43,15 @@ def chunk(body: ChunkRequest, ctx: Ctx) -> Response:
         results.append([ChunkOut(text=c.text, start=c.start, end=c.end, tokens=c.tokens) for c in chunks])
     n = sum(len(r) for r in results)
     if body.texts is None:
-        return reply(ChunkResponse(encoding=enc.name, count=n, chunks=results[0]))
-    return reply(ChunkResponse(encoding=enc.name, count=n, results=results))
+        return ChunkResponse(encoding=enc.name, count=n, chunks=results[0])
+    return ChunkResponse(encoding=enc.name, count=n, results=results)
+
+
+@router.post("/chunk", response_model=ChunkResponse, summary="Chunk text")
+@lean(ChunkRequest, chunk_texts, thread_bytes=0)  # chunking takes long even for small bodies: always in a thread
+def chunk(body: ChunkRequest, ctx: Ctx) -> Response:
+    """Token-exact chunks (every chunk's count <= max_tokens), cut at the best boundary available."""
+    return reply(chunk_texts(body, ctx))
 
 
 @router.post("/split", response_model=SplitResponse, summary="Cut text at a token budget")

@@ -1,9 +1,10 @@
-"""The middleware's fast path for POST /v1/count answers exactly as the FastAPI route does.
+"""POST /v1/count's lean handler answers exactly as the FastAPI route does.
 
 Two apps with the same settings, one with ``fast_path=False`` (every request goes through the
 route): each request is sent to both and the status, body and headers must be equal, for valid
-requests (answered by the fast path) and invalid ones (passed on to the route) alike. The piecewise
-JSON decoding used for large bodies is checked against ``json.loads`` with tiny pieces.
+requests (answered by the lean handler), requests the route refuses (passed on to it) and
+requests that pass the schema but not the server limits (answered by the lean handler with the
+route's error) alike.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from service import fastpath
+from service import lean
 from service.main import create_app
-from service.schemas import _clean_text
+from service.routes.tokens import count_tokens
+from service.schemas import CountRequest, CountResponse
 
 NAMES = ["cl100k_base", "o200k_base", "o200k_harmony"]
 HEADERS = {"content-type": "application/json"}
@@ -29,11 +31,11 @@ def pair(settings):
         yield fast, route
 
 
-def _same(pair, body: bytes, headers: dict | None = None):
+def _same(pair, body: bytes, headers: dict | None = None, path: str = "/v1/count"):
     fast, route = pair
     headers = HEADERS if headers is None else headers
-    a = fast.post("/v1/count", content=body, headers=headers)
-    b = route.post("/v1/count", content=body, headers=headers)
+    a = fast.post(path, content=body, headers=headers)
+    b = route.post(path, content=body, headers=headers)
     assert (a.status_code, a.content) == (b.status_code, b.content), body[:300]
     for h in ("content-type", "content-length", "retry-after"):
         assert a.headers.get(h) == b.headers.get(h), (h, body[:300])
@@ -63,7 +65,8 @@ VALID = [
     {"limit": None, "encodings": None, "text": "order of keys"},
 ]
 
-INVALID = [
+# refused by the request model: the route answers
+SCHEMA_INVALID = [
     {},
     {"text": "a", "texts": ["b"]},
     {"text": None},
@@ -71,20 +74,14 @@ INVALID = [
     {"text": ["a"]},
     {"texts": "a"},
     {"texts": ["a", 1]},
-    {"texts": ["a"] * 9},  # above max_texts (8)
-    {"text": "a", "encoding": "nope"},
     {"text": "a", "encoding": ""},
     {"text": "a", "encoding": "x" * 201},
     {"text": "a", "encoding": 5},
     {"text": "a", "encodings": []},
     {"text": "a", "encodings": "cl100k_base"},
-    {"text": "a", "encodings": ["cl100k_base", "nope"]},
-    {"text": "a", "encodings": ["cl100k_base"] * 9},  # above max_encodings (8)
     {"text": "a", "encoding": "cl100k_base", "encodings": ["cl100k_base"]},
     {"text": "a", "limit": 1.5},
     {"text": "a", "limit": -1},
-    {"text": "a", "limit": 100_001},  # above max_tokens
-    {"text": "a", "limit": 10**30},
     {"text": "a", "extra": 1},
     {"text": "a", "Text": "b"},
     [],
@@ -93,6 +90,17 @@ INVALID = [
     None,
     1,
 ]
+# accepted by the request model, refused by a server limit or an unknown encoding: the lean handler
+# answers with the route's error
+LIMITS = [
+    {"texts": ["a"] * 9},  # above max_texts (8)
+    {"text": "a", "encoding": "nope"},
+    {"text": "a", "encodings": ["cl100k_base", "nope"]},
+    {"text": "a", "encodings": ["cl100k_base"] * 9},  # above max_encodings (8)
+    {"text": "a", "limit": 100_001},  # above max_tokens
+    {"text": "a", "limit": 10**30},
+]
+INVALID = SCHEMA_INVALID + LIMITS
 
 
 @pytest.mark.parametrize("req", VALID, ids=range(len(VALID)))
@@ -170,7 +178,7 @@ def test_metrics_recorded_alike(settings):
     seen = []
     for app in apps:
         with TestClient(app) as c:
-            for req in VALID + INVALID[:6]:
+            for req in VALID + SCHEMA_INVALID[:6] + LIMITS:
                 c.post("/v1/count", json=req)
             seen.append(_counters(c))
     assert seen[0] == seen[1]
@@ -203,71 +211,117 @@ _good = st.fixed_dictionaries(
 
 @hsettings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 @given(req=_request | _good, ascii_only=st.booleans())
-def test_hyp_fast_path_equals_route(pair, req, ascii_only):
+def test_hyp_lean_handler_equals_route(pair, req, ascii_only):
     _same(pair, json.dumps(req, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass"))
 
 
-# ----------------------------------------------------------------------------------- piecewise parsing
-_json_text = st.text(
-    st.one_of(st.characters(), st.sampled_from(['"', "\\", "\n", "\ud83d", "\ude00", "\udbff", "\udc00", "é"])),
-    max_size=60,
-)
-
-
-@hsettings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
-@given(doc=st.lists(_json_text, max_size=4), ascii_only=st.booleans(), piece=st.integers(1, 16))
-def test_hyp_piecewise_loads_equals_json_loads(monkeypatch_piece, doc, ascii_only, piece):
-    body = json.dumps({"texts": doc, "n": 1}, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
-    monkeypatch_piece(piece)
-    assert fastpath.loads(body) == json.loads(body)
-
-
-@pytest.mark.parametrize("escape", ["\\ud83d\\ude00", "\\u00e9", "\\\\", "\\\"", "\\n", "\\udc00", "\\ud800"])
-@pytest.mark.parametrize("piece", [1, 2, 5, 6, 7, 13])
-def test_piecewise_loads_on_escape_runs(monkeypatch_piece, escape, piece):
-    for body in ('{"text": "%s"}' % (escape * 40), '{"text": "a%sb%sc"}' % (escape * 3, "x" * 9 + escape)):
-        monkeypatch_piece(piece)
-        assert fastpath.loads(body.encode()) == json.loads(body)
-
-
-def test_piecewise_loads_errors_where_json_loads_does(monkeypatch_piece):
-    monkeypatch_piece(4)
-    for body in (b'{"text": "unterminated', b'{"text": "bad \\u12 escape........"}', b'{"text": "ctl \x01......"}'):
-        with pytest.raises(ValueError):
-            json.loads(body)
-        with pytest.raises(ValueError):
-            fastpath.loads(body)
-
-
-@pytest.fixture
-def monkeypatch_piece():
-    saved = fastpath.PIECE_CHARS
-
-    def set_piece(n: int) -> None:
-        fastpath.PIECE_CHARS = n
-
-    yield set_piece
-    fastpath.PIECE_CHARS = saved
-
-
-def test_text_and_size():
-    for text in ["", "ascii", "ünï ☃ 🎉", "a\ud800b", "\udfff" * 3]:
-        want = _clean_text(text)
-        assert fastpath.text_and_size(text) == (want, len(want.encode("utf-8")))
-
-
-def test_valid_requests_take_the_fast_path(pair, monkeypatch):
+def test_lean_handler_answers_what_the_schema_accepts(pair, monkeypatch):
     answered = []
-    original = fastpath.CountFastPath.answer
+    original = lean.Lean.parse
 
-    def spy(self, body, info):
-        out = original(self, body, info)
-        answered.append(out is not None)
-        return out
+    def spy(self, body):
+        req = original(self, body)
+        answered.append(req is not None)
+        return req
 
-    monkeypatch.setattr(fastpath.CountFastPath, "answer", spy)
-    for req in VALID:
+    monkeypatch.setattr(lean.Lean, "parse", spy)
+    for req in VALID + LIMITS:
         _same(pair, json.dumps(req).encode())
-    for req in INVALID + COERCED:
+    for req in SCHEMA_INVALID + COERCED:
         _same(pair, json.dumps(req).encode())
-    assert answered == [True] * len(VALID) + [False] * (len(INVALID) + len(COERCED))
+    assert answered == [True] * (len(VALID) + len(LIMITS)) + [False] * (len(SCHEMA_INVALID) + len(COERCED))
+
+
+def test_only_declared_routes_are_lean(client):
+    layers = [m.kwargs["routes"] for m in client.app.user_middleware if m.cls is lean.LeanRoutes]
+    assert [sorted(routes) for routes in layers] == [["/v1/chunk", "/v1/count", "/v1/encode"]]
+    route = layers[0]["/v1/count"]
+    assert route.endpoint.lean.model is CountRequest and route.endpoint.lean.answer is count_tokens
+
+
+@pytest.mark.parametrize("req", VALID, ids=range(len(VALID)))
+def test_count_answer_is_a_count_response(client, req):
+    """``count_tokens`` writes its JSON by hand: it is a CountResponse, serialized as pydantic would."""
+    r = client.post("/v1/count", json=req)
+    model = CountResponse.model_validate_json(r.content)
+    assert model.__pydantic_serializer__.to_json(model) == r.content
+    assert model.results[0].model_dump() == model.model_dump(exclude={"results"})
+
+
+def test_lean_handler_answers_raw_bodies_the_route_accepts(pair, monkeypatch):
+    """Bodies pydantic-core's JSON parser refuses but ``json.loads`` accepts (a lone surrogate, a BOM)
+    are still answered by the lean handler, as the route answers them; refused bodies go to the route."""
+    parsed = []
+    original = lean.Lean.parse
+
+    def spy(self, body):
+        parsed.append(original(self, body))
+        return parsed[-1]
+
+    monkeypatch.setattr(lean.Lean, "parse", spy)
+    answered = 0
+    for body in RAW:
+        parsed.clear()
+        r = _same(pair, body)
+        assert len(parsed) == 1, body  # only the first app of the pair has the lean layer
+        assert (r.status_code == 200) == (parsed[0] is not None), body
+        answered += r.status_code == 200
+    assert answered >= 6
+
+
+# ----------------------------------------------------------------------------------- /v1/encode, /v1/chunk
+TEXT = "# Title\n\nSome text ünïcödé ☃ 🎉, more words <|endoftext|> here.\n\n## Part\n\n" * 30
+ENCODE = [
+    {"text": "hello world"},
+    {"text": TEXT[:200], "return_offsets": True},
+    {"text": "a <|endoftext|> b"},  # disallowed special: 400 from encode_text
+    {"text": "a <|endoftext|> b", "allowed_special": "all"},
+    {"text": "a <|endoftext|> b", "disallowed_special": []},
+    {"text": "x", "encoding": "o200k_base"},
+    {"text": "x", "encoding": "nope"},
+    {"text": "\ud800 lone", "return_offsets": True},
+    {"text": TEXT, "return_offsets": True},  # above max_offsets? no: checks the offsets path on a longer text
+    {"text": 1},
+    {"text": "x", "extra": 1},
+    {"text": "x", "allowed_special": "some"},
+    {},
+]
+CHUNK = [
+    {"text": TEXT, "max_tokens": 50},
+    {"text": TEXT, "max_tokens": 50, "overlap": 10, "markdown": True},
+    {"text": TEXT, "max_tokens": 40, "trim": False},
+    {"texts": [TEXT[:300], "", TEXT[300:900]], "max_tokens": 20},
+    {"text": "x", "max_tokens": 1, "encoding": "nope"},
+    {"text": "x", "max_tokens": 200_000},  # above max_tokens
+    {"texts": ["x"] * 9, "max_tokens": 5},  # above max_texts
+    {"text": TEXT * 40, "max_tokens": 1},  # above max_chunks? the estimate is refused before chunking
+    {"text": "x", "max_tokens": 5, "overlap": 5},
+    {"text": "x", "texts": ["y"], "max_tokens": 5},
+    {"text": "x"},
+    {"text": "x", "max_tokens": "5"},
+]
+
+
+@pytest.mark.parametrize("path,req", [("/v1/encode", r) for r in ENCODE] + [("/v1/chunk", r) for r in CHUNK],
+                         ids=[f"encode-{i}" for i in range(len(ENCODE))] + [f"chunk-{i}" for i in range(len(CHUNK))])
+def test_encode_and_chunk_answered_alike(pair, path, req):
+    _same(pair, json.dumps(req).encode(), path=path)
+    _same(pair, json.dumps(req, ensure_ascii=False).encode("utf-8", "surrogatepass"), path=path)
+
+
+def test_encode_and_chunk_lean_handlers_take_what_the_schema_accepts(pair, monkeypatch):
+    answered = []
+    original = lean.Lean.parse
+
+    def spy(self, body):
+        req = original(self, body)
+        answered.append(req is not None)
+        return req
+
+    monkeypatch.setattr(lean.Lean, "parse", spy)
+    for path, reqs in (("/v1/encode", ENCODE), ("/v1/chunk", CHUNK)):
+        for req in reqs:
+            answered.clear()
+            r = _same(pair, json.dumps(req).encode(), path=path)
+            schema_error = r.status_code == 422 and r.json()["error"]["type"] == "validation_error"
+            assert answered == [not schema_error], (path, req, r.status_code)
