@@ -85,7 +85,7 @@ def test_overload_answer_latency(busy, heavy_bytes):
     """``max_inflight`` heavy requests kept in flight; small requests beyond them are answered 429 at
     once: their latency is the overload answer latency (goal p99 < 10 ms). The tail is the longest
     time the event loop waits for the GIL while accepted bodies are parsed and counted in worker
-    threads (service/fastpath.py: large bodies are parsed in pieces, one body at a time; ``count``
+    threads (service/body.py: large bodies are parsed in pieces, one body at a time; ``count``
     converts a long text to UTF-8 without the GIL)."""
     heavy = _request(json.dumps({"text": (TEXT * 4)[:heavy_bytes]}).encode())
     small = _request(b'{"text": "hi"}')
