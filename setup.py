@@ -23,10 +23,15 @@ ONLY = {m.strip() for m in os.environ.get("BPECORE_ONLY", "").split(",") if m.st
 if ONLY:
     MODULES = [m for m in MODULES if m.rsplit(".", 1)[1] in ONLY]
 
+# The C/C++ headers (bpecore/*.h, shipped as package data) are included as "bpecore/x.h": the
+# project root is on the include path, in place, from an sdist and in a wheel build alike.
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
 extensions = [
     Extension(
         name,
         [name.replace(".", os.sep) + ".pyx"],
+        include_dirs=[ROOT],
         language="c++",
         extra_compile_args=["-O3", "-std=c++17"] + (["-UNDEBUG"] if CHECKED else ["-DNDEBUG"]),
     )

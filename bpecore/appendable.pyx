@@ -32,9 +32,11 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
+from bpecore._classes cimport PAT_NONE, PAT_REGEX
+from bpecore.appender cimport Appender, push_ascii
 from bpecore.backtrack cimport BacktrackEncoder, encode_piece
-from bpecore.prefix cimport Appender, SuffixTrie, push_ascii
-from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_end
+from bpecore.prefix cimport SuffixTrie
+from bpecore.pretokenize cimport next_piece_end
 from bpecore.vocab cimport VocabView
 
 
@@ -169,7 +171,7 @@ cdef class AppendableCounter:
         return self.app.memory_bytes()
 
     def _state(self):
-        """The engine's state (``prefix.Appender._state``), for tests."""
+        """The engine's state (``appender.Appender._state``), for tests."""
         return self.app._state()
 
 

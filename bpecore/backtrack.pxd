@@ -12,15 +12,19 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
 #: len(encode_piece(p[:n])) (n >= 1); ``scratch`` is clobbered.
 cdef Py_ssize_t count_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                             vector[uint32_t]& scratch, vector[uint64_t]& bits) noexcept nogil
+
+
+cdef inline Py_ssize_t count_bytes(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                                   vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
+    """``count_piece`` that also takes an empty piece (a custom pattern may match nothing)."""
+    return count_piece(v, p, n, out, bits) if n > 0 else 0
+
+
 #: Encode (append to ``out``) or count the UTF-8 text s[:n] with the scanner ``kind`` (PAT_REGEX:
 #: pieces end at ``ends``); returns its token count, or out.size() when encoding.
 cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
                             const vector[Py_ssize_t]& ends, vector[uint32_t]& out,
                             bint count_only) noexcept nogil
-#: Bytes of the UTF-8 of ``m`` code points of a PEP 393 buffer; -1 if one is a lone surrogate.
-cdef Py_ssize_t utf8_size(unsigned int kind, const void* data, Py_ssize_t m) noexcept nogil
-#: Write the UTF-8 of ``m`` code points (no lone surrogates) to ``out``.
-cdef void utf8_fill(unsigned int kind, const void* data, Py_ssize_t m, uint8_t* out) noexcept nogil
 
 
 cdef class BacktrackEncoder:

@@ -39,12 +39,16 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 from cpython cimport array
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
+from bpecore._hugepages cimport bpe_huge_pages  # the vocab's random-access tables (Performance notes, step 14)
+from bpecore._simd cimport bpe_prefetch
 from bpecore._types cimport NO_TOKEN
-from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, next_piece_ends
+from bpecore.utf8 cimport NOGIL_UTF8_CHARS, utf8_fill, utf8_offsets, utf8_size
+from bpecore._classes cimport PAT_NONE, PAT_REGEX
+from bpecore.pretokenize cimport next_piece_end, next_piece_ends
 from bpecore.vocab cimport (
     PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, load_head, lookup_piece, lookup_piece_hashed,
     bytes_stay_apart, mul_hash, next_match, piece_hash, spine_rejects, step3_passes, token_len,
@@ -53,55 +57,6 @@ from bpecore.vocab cimport (
 import array as _array
 
 from bpecore.pretokenize import pattern_kind
-
-cdef extern from *:
-    """
-    #if defined(__GNUC__)
-    #define bpe_prefetch(p) __builtin_prefetch((const void*)(p))
-    #else
-    #define bpe_prefetch(p) ((void)0)
-    #endif
-    """
-    void bpe_prefetch(const void* p) noexcept nogil
-
-# Huge pages for the vocab's large random-access tables (Performance notes, step 14).
-cdef extern from *:
-    """
-    #if defined(__linux__)
-    #include <sys/mman.h>
-    #ifndef MADV_HUGEPAGE
-    #define MADV_HUGEPAGE 14
-    #endif
-    #ifndef MADV_COLLAPSE
-    #define MADV_COLLAPSE 25
-    #endif
-    static int bpe_huge_pages(const void* p, size_t n) {
-        /* Back the 2 MB-aligned interior of p[:n] by transparent huge pages, now (MADV_COLLAPSE,
-           Linux >= 6.1) and for later faults (MADV_HUGEPAGE). Contents are unchanged; readers in
-           other threads are unaffected. Returns the bytes asked for, 0 if too small or refused. */
-        const uintptr_t huge = (uintptr_t)2 << 20;
-        uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-        uintptr_t e = ((uintptr_t)p + n) & ~(huge - 1);
-        if (e <= a) return 0;
-        madvise((void*)a, e - a, MADV_HUGEPAGE);
-        if (madvise((void*)a, e - a, MADV_COLLAPSE) != 0) return 0;
-        return (int)((e - a) >> 20);
-    }
-    #else
-    static int bpe_huge_pages(const void* p, size_t n) { (void)p; (void)n; return 0; }
-    #endif
-    """
-    int bpe_huge_pages(const void* p, size_t n) noexcept nogil
-
-cdef extern from *:
-    """
-    #if defined(__GNUC__)
-    #define bpe_popcount64(x) __builtin_popcountll(x)
-    #else
-    static int bpe_popcount64(unsigned long long x) { int c = 0; while (x) { x &= x - 1; ++c; } return c; }
-    #endif
-    """
-    int popcount64 "bpe_popcount64"(uint64_t x) noexcept nogil
 
 cdef extern from "Python.h":
     # The UTF-8 a str caches once asked for it (CPython's compact non-ASCII strings); NULL if not yet.
@@ -642,18 +597,6 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     return total if count_only else <Py_ssize_t>out.size()
 
 
-cdef void utf8_offsets(const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& chars) noexcept nogil:
-    """Replace the char offsets in ``chars`` (ascending) by byte offsets into the UTF-8 ``s[:n]``."""
-    cdef Py_ssize_t byte = 0, char_i = 0, k
-    for k in range(<Py_ssize_t>chars.size()):
-        while char_i < chars[k]:
-            byte += 1
-            while byte < n and (s[byte] & 0xC0) == 0x80:
-                byte += 1
-            char_i += 1
-        chars[k] = byte
-
-
 cdef list _INTS = []   #: _INTS[i] is the int i: token lists are built from shared objects
 
 
@@ -673,125 +616,6 @@ cdef list ids_to_list(const uint32_t* ids, Py_ssize_t k, const uint32_t* id_map,
 
 
 cdef array.array _UINT32 = _array.array("I")
-
-
-#: Non-ASCII texts of at least this many characters are turned into UTF-8 with the GIL released
-#: (``text_utf8``): PyUnicode_AsUTF8AndSize holds it for about 2.5 ns per character (7 ms for 2.8 M
-#: characters), time in which no other thread (a server's event loop) can run.
-cdef enum:
-    NOGIL_UTF8_CHARS = 65536
-
-
-cdef inline Py_ssize_t utf8_extra(uint32_t c) noexcept nogil:
-    """UTF-8 bytes of code point c beyond the first; -1 for a lone surrogate."""
-    if c < 0x80:
-        return 0
-    if c < 0x800:
-        return 1
-    if c < 0x10000:
-        return -1 if 0xD800 <= c < 0xE000 else 2
-    return 3
-
-
-cdef Py_ssize_t utf8_size(unsigned int kind, const void* data, Py_ssize_t m) noexcept nogil:
-    """Bytes of the UTF-8 of ``m`` code points of a PEP 393 buffer; -1 if one is a lone surrogate.
-
-    Runs of ASCII are skipped 8 (Latin-1) or 4 (UCS-2) code units per step (Performance notes,
-    step 26)."""
-    cdef Py_ssize_t i = 0, size = m, x
-    cdef uint64_t w
-    cdef const uint8_t* d1 = <const uint8_t*>data
-    cdef const uint16_t* d2 = <const uint16_t*>data
-    cdef const uint32_t* d4 = <const uint32_t*>data
-    if kind == 1:
-        while i + 8 <= m:
-            memcpy(&w, d1 + i, 8)
-            size += popcount64(w & <uint64_t>0x8080808080808080ULL)
-            i += 8
-        while i < m:
-            size += d1[i] >> 7
-            i += 1
-        return size
-    if kind == 2:
-        while i < m:
-            if i + 4 <= m:
-                memcpy(&w, d2 + i, 8)
-                if not (w & <uint64_t>0xFF80FF80FF80FF80ULL):
-                    i += 4
-                    continue
-            x = utf8_extra(d2[i])
-            if x < 0:
-                return -1
-            size += x
-            i += 1
-        return size
-    for i in range(m):
-        x = utf8_extra(d4[i])
-        if x < 0:
-            return -1
-        size += x
-    return size
-
-
-cdef inline Py_ssize_t utf8_put(uint32_t c, uint8_t* out) noexcept nogil:
-    """Write the UTF-8 of c (not a lone surrogate) at out; returns its length."""
-    if c < 0x80:
-        out[0] = <uint8_t>c
-        return 1
-    if c < 0x800:
-        out[0] = <uint8_t>(0xC0 | (c >> 6))
-        out[1] = <uint8_t>(0x80 | (c & 0x3F))
-        return 2
-    if c < 0x10000:
-        out[0] = <uint8_t>(0xE0 | (c >> 12))
-        out[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-        out[2] = <uint8_t>(0x80 | (c & 0x3F))
-        return 3
-    out[0] = <uint8_t>(0xF0 | (c >> 18))
-    out[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
-    out[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-    out[3] = <uint8_t>(0x80 | (c & 0x3F))
-    return 4
-
-
-cdef void utf8_fill(unsigned int kind, const void* data, Py_ssize_t m, uint8_t* out) noexcept nogil:
-    """Write the UTF-8 of ``m`` code points (no lone surrogates) to ``out``; ASCII runs 8 (Latin-1)
-    or 4 (UCS-2) code units per step."""
-    cdef Py_ssize_t i = 0, k = 0
-    cdef uint64_t w
-    cdef uint32_t q
-    cdef const uint8_t* d1 = <const uint8_t*>data
-    cdef const uint16_t* d2 = <const uint16_t*>data
-    cdef const uint32_t* d4 = <const uint32_t*>data
-    if kind == 1:
-        while i < m:
-            if i + 8 <= m:
-                memcpy(&w, d1 + i, 8)
-                if not (w & <uint64_t>0x8080808080808080ULL):
-                    memcpy(out + k, &w, 8)
-                    i += 8
-                    k += 8
-                    continue
-            k += utf8_put(d1[i], out + k)
-            i += 1
-    elif kind == 2:
-        while i < m:
-            if i + 4 <= m:
-                memcpy(&w, d2 + i, 8)
-                if not (w & <uint64_t>0xFF80FF80FF80FF80ULL):
-                    # four ASCII code units, little- or big-endian alike: take them one by one
-                    out[k] = <uint8_t>d2[i]
-                    out[k + 1] = <uint8_t>d2[i + 1]
-                    out[k + 2] = <uint8_t>d2[i + 2]
-                    out[k + 3] = <uint8_t>d2[i + 3]
-                    i += 4
-                    k += 4
-                    continue
-            k += utf8_put(d2[i], out + k)
-            i += 1
-    else:
-        for i in range(m):
-            k += utf8_put(d4[i], out + k)
 
 
 cdef int text_utf8(BacktrackEncoder enc, str text, const uint8_t** s, Py_ssize_t* n,
@@ -916,6 +740,44 @@ cdef class BacktrackEncoder:
         with nogil:
             total = encode_text(&self.vocab.view, self.kind, s, n, ends, scratch, True)
         return total
+
+    def count_till_limit(self, str text, Py_ssize_t limit):
+        """The count of ``text`` if it is <= limit, else None; work grows with ``limit``.
+
+        Pieces are encoded in order and the scan stops as soon as the total passes ``limit``; a piece
+        too long to fit (more than limit * L bytes, L the longest token) is rejected unencoded.
+        """
+        if limit < 0:
+            return None
+        cdef const uint8_t* s
+        cdef Py_ssize_t n, pos = 0, e, total = 0, k
+        cdef const VocabView* v = &self.vocab.view
+        cdef Py_ssize_t maxlen = self.vocab.max_token_len
+        cdef vector[uint32_t] out
+        cdef vector[uint64_t] bits
+        cdef int kind = self.kind
+        s = <const uint8_t*>PyUnicode_AsUTF8AndSize(text, &n)
+        if kind == PAT_REGEX:
+            for m in self._regex.finditer(text):
+                start, stop = m.span()
+                piece = text[start:stop].encode("utf-8")
+                if total + (len(piece) + maxlen - 1) // maxlen > limit:
+                    return None
+                total += count_bytes(v, <const uint8_t*>piece, len(piece), out, bits)
+                if total > limit:
+                    return None
+            return total
+        with nogil:
+            while pos < n:
+                e = n if kind == PAT_NONE else next_piece_end(kind, s, n, pos)
+                if total + (e - pos + maxlen - 1) // maxlen > limit:
+                    total = limit + 1
+                    break
+                total += count_bytes(v, s + pos, e - pos, out, bits)
+                if total > limit:
+                    break
+                pos = e
+        return None if total > limit else total
 
     def encode_single_piece(self, const uint8_t[::1] data):
         """BPE of ``data`` as one piece (no pre-tokenization)."""

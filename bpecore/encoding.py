@@ -13,6 +13,7 @@ import threading
 
 from bpecore._text import clean as _clean
 
+from bpecore import appender as _appender
 from bpecore import prefix as _prefix
 from bpecore.appendable import AppendableCounter, PrependableCounter
 from bpecore.backtrack import BacktrackEncoder
@@ -459,9 +460,9 @@ class Encoding:
         (2, None)
         """
         try:
-            return _prefix.count_till_limit(self._core, text, limit)
+            return self._core.count_till_limit(text, limit)
         except UnicodeEncodeError:
-            return _prefix.count_till_limit(self._core, _clean(text), limit)
+            return self._core.count_till_limit(_clean(text), limit)
 
     def split_at(self, text: str, n: int) -> int:
         """The largest character offset ``k`` with ``count(text[:k]) <= n``.
@@ -478,9 +479,9 @@ class Encoding:
         if self._core.kind == _PAT_REGEX:
             return self._split_at_regex(_valid(text), n)
         try:
-            return _prefix.split_at(self._core, self._suffix_trie(), text, n)
+            return _appender.split_at(self._core, self._suffix_trie(), text, n)
         except UnicodeEncodeError:
-            return _prefix.split_at(self._core, self._suffix_trie(), _clean(text), n)
+            return _appender.split_at(self._core, self._suffix_trie(), _clean(text), n)
 
     def split_at_end(self, text: str, n: int) -> int:
         """The smallest character offset ``k`` with ``count(text[k:]) <= n`` (keep the tail).

@@ -54,22 +54,11 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
+from bpecore._classes cimport BPE_UT_N, F_L, PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX
 from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
-from bpecore.prefix cimport piece_horizon
-from bpecore.pretokenize cimport PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX, char_flags, next_piece_end
+from bpecore.pretokenize cimport char_flags_fast, next_piece_end, piece_horizon
 from bpecore.vocab cimport VocabView, is_valid_pair, mul_hash, load_head, lookup_piece, piece_hash
-
-
-cdef extern from "_unicode_tables.h":
-    const uint8_t BPE_UT_ASCII[]
-    enum:
-        BPE_UT_LU
-        BPE_UT_LL
-        BPE_UT_LT
-        BPE_UT_LM
-        BPE_UT_LO
-        BPE_UT_N
 
 
 cdef struct _Seen:
@@ -103,14 +92,6 @@ cdef enum:
     TABLE_MAX = 1024      #: longer pieces get no prefix/suffix counts (< 2**15: they fit piece_at's inner entries)
     CAND_PER_BYTE = 8     #: _piece_table gives up past this many tokens per byte (English: 3.4)
     CAND_SLACK = 16
-    F_L = BPE_UT_LU | BPE_UT_LL | BPE_UT_LT | BPE_UT_LM | BPE_UT_LO    #: \p{L}
-
-
-cdef inline uint8_t _flags(const uint8_t* s, Py_ssize_t p, Py_ssize_t* w) noexcept nogil:
-    if s[p] < 0x80:
-        w[0] = 1
-        return BPE_UT_ASCII[s[p]]
-    return char_flags(s, p, w)
 
 
 cdef inline Py_ssize_t _horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t e) noexcept nogil:
@@ -126,12 +107,12 @@ cdef inline Py_ssize_t _horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
     cdef Py_ssize_t h = e + 1 if e + 1 > pos + 4 else pos + 4
     if kind == PAT_O200K:
         return piece_horizon(kind, s, n, pos, e)
-    f = _flags(s, pos, &w)
+    f = char_flags_fast(s, pos, &w)
     if f & F_L:
         return h
     if pos + w < e and (c == 0x20 if kind == PAT_R50K else
                         not (f & BPE_UT_N) and c != 0x27 and c != 0x0A and c != 0x0D):
-        if _flags(s, pos + w, &w2) & F_L:
+        if char_flags_fast(s, pos + w, &w2) & F_L:
             return h
     return piece_horizon(kind, s, n, pos, e)
 

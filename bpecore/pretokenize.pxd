@@ -1,11 +1,8 @@
 from libc.stdint cimport uint8_t
 
-cdef enum PatternKind:
-    PAT_NONE = 0      #: no pattern: the whole text is one piece
-    PAT_REGEX = 1     #: any other pattern: the `regex` module finds the pieces
-    PAT_CL100K = 2    #: CL100K_PATTERN, hand-written scanner
-    PAT_O200K = 3     #: O200K_PATTERN, hand-written scanner
-    PAT_R50K = 4      #: R50K_PATTERN (gpt2, r50k, p50k), hand-written scanner
+from bpecore._classes cimport BPE_UT_ASCII
+
+# ``kind`` arguments are _classes.PatternKind values.
 
 #: End (byte offset) of the piece starting at ``pos`` < n, as regex.finditer would cut it; returns
 #: n for PAT_NONE and PAT_REGEX. ``s[:n]`` must be valid UTF-8 (whole characters): the scanner
@@ -19,3 +16,15 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
 #: BPE_UT_* flags of the character starting at byte ``i`` (Lu=1 Ll=2 Lt=4 Lm=8 Lo=16 M=32 N=64
 #: \s=128, as the `regex` module classifies it); its length in bytes goes to ``width[0]``.
 cdef unsigned char char_flags(const uint8_t* s, Py_ssize_t i, Py_ssize_t* width) noexcept nogil
+
+
+cdef inline uint8_t char_flags_fast(const uint8_t* s, Py_ssize_t p, Py_ssize_t* w) noexcept nogil:
+    """``char_flags`` with the ASCII case inline (a table load), for the callers in other modules."""
+    if s[p] < 0x80:
+        w[0] = 1
+        return BPE_UT_ASCII[s[p]]
+    return char_flags(s, p, w)
+
+#: Conservative bound on how far the scanner may look when it cuts the piece [start, end):
+#: text up to the returned offset decides the piece (README, "Exact operations").
+cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil

@@ -34,29 +34,17 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
-from bpecore.pretokenize cimport PAT_NONE, PAT_REGEX, PAT_CL100K, PAT_O200K, PAT_R50K
+from bpecore._classes cimport (
+    BPE_UT_ASCII, BPE_UT_LL, BPE_UT_LM, BPE_UT_LO, BPE_UT_LT, BPE_UT_LU, BPE_UT_M, BPE_UT_N, BPE_UT_WS, F_BOTH, F_L,
+    F_LN, F_LNS, F_LOWER, F_UPPER, PAT_CL100K, PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX,
+)
+from bpecore._simd cimport BPE_SWAR, bpe_ctz64
 
-cdef extern from "_unicode_tables.h":
+cdef extern from "bpecore/_unicode_tables.h":
     const int BPE_UT_SHIFT
     const char* BPE_UT_REGEX_VERSION
-    const uint8_t BPE_UT_LU, BPE_UT_LL, BPE_UT_LT, BPE_UT_LM, BPE_UT_LO, BPE_UT_M, BPE_UT_N, BPE_UT_WS
-    const uint8_t BPE_UT_ASCII[]
     const uint8_t BPE_UT_STAGE1[]
     const uint8_t BPE_UT_STAGE2[]
-
-# 8-bytes-at-a-time ASCII tests (run_any) need little-endian loads and count-trailing-zeros.
-cdef extern from *:
-    """
-    #if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    #define BPE_SWAR 1
-    static inline int bpe_ctz64(uint64_t x) { return __builtin_ctzll(x); }
-    #else
-    #define BPE_SWAR 0
-    static inline int bpe_ctz64(uint64_t x) { int k = 0; while (!(x & 1)) { x >>= 1; ++k; } return k; }
-    #endif
-    """
-    const bint BPE_SWAR
-    int bpe_ctz64(uint64_t x) noexcept nogil
 
 
 #: The patterns tiktoken 0.14 uses, verbatim; pattern_kind() maps exactly these strings to scanners.
@@ -79,15 +67,6 @@ _SCANNED = {CL100K_PATTERN: PAT_CL100K, O200K_PATTERN: PAT_O200K, R50K_PATTERN: 
 
 #: regex version the character tables were measured from (scripts/gen_unicode_tables.py).
 TABLES_REGEX_VERSION = BPE_UT_REGEX_VERSION.decode("ascii")
-
-
-cdef enum:
-    F_L = BPE_UT_LU | BPE_UT_LL | BPE_UT_LT | BPE_UT_LM | BPE_UT_LO   #: \p{L}
-    F_LN = F_L | BPE_UT_N                                              #: \p{L} or \p{N}
-    F_LNS = F_LN | BPE_UT_WS                                           #: not [^\s\p{L}\p{N}]
-    F_UPPER = BPE_UT_LU | BPE_UT_LT | BPE_UT_LM | BPE_UT_LO | BPE_UT_M  #: o200k [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
-    F_LOWER = BPE_UT_LL | BPE_UT_LM | BPE_UT_LO | BPE_UT_M             #: o200k [\p{Ll}\p{Lm}\p{Lo}\p{M}]
-    F_BOTH = BPE_UT_LM | BPE_UT_LO | BPE_UT_M                          #: in both o200k classes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -570,6 +549,58 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
 
 
 # ---------------------------------------------------------------------------------------------
+# Horizons: how far past a piece its cut depends on the text (the exact operations' stability rule)
+
+cdef inline Py_ssize_t _run_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t p, uint8_t mask) noexcept nogil:
+    cdef Py_ssize_t w
+    while p < n and (flags_at(s, p, &w) & mask):
+        p += w
+    return p
+
+
+cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+    # Alternatives tried at ``start`` read: after an apostrophe, a contraction (up to 3
+    # characters, all ASCII but the third); the whitespace run from start (the \s+ alternatives,
+    # one character past it); the letters after an optional one-character prefix: for cl100k/r50k
+    # the \p{L}++ run and one character past it; for o200k the [Lu Lt Lm Lo M]* run, then the
+    # [Ll Lm Lo M]+ run after it (backtracking never reads further), then a 3-character
+    # contraction; and the piece plus one character. Digits read no further than the piece plus
+    # one character: \p{N}{1,3} and \p{N}+ either fail at ``start`` or are the piece.
+    cdef Py_ssize_t w0, p, u, l, h = end + 1
+    cdef uint8_t fl = flags_at(s, start, &w0)
+    if s[start] == 0x27 and start + 4 > h:
+        h = start + 4
+    if fl & BPE_UT_WS:
+        p = _run_end(s, n, start, BPE_UT_WS) + 1
+        if p > h:
+            h = p
+    # the letters' one-character prefix: [^\r\n\p{L}\p{N}] (cl100k, o200k), a space (r50k); a
+    # letter alternative that finds no letter has read one character past the prefix
+    cdef bint prefix = (s[start] == 0x20 if kind == PAT_R50K else
+                        not (fl & (F_L | BPE_UT_N)) and s[start] != 0x0A and s[start] != 0x0D)
+    cdef int k
+    if kind == PAT_O200K:
+        for k in range(2):
+            if k == 1 and not prefix:
+                break
+            p = start if k == 0 else start + w0
+            if p >= n:
+                break
+            u = _run_end(s, n, p, F_UPPER)
+            l = _run_end(s, n, u, F_LOWER)
+            if l < u:
+                l = u
+            if l > p and l + 4 > h:
+                h = l + 4
+    elif fl & F_L or prefix:
+        p = start if fl & F_L else start + w0
+        p = _run_end(s, n, p, F_L) + 1
+        if p > h:
+            h = p
+    return h
+
+
+# ---------------------------------------------------------------------------------------------
 # Python entry points
 
 def pattern_kind(pattern):
@@ -662,6 +693,13 @@ def split(kind_or_pattern, str text):
     if text.isascii():
         return [text[a:b] for a, b in zip([0] + ends, ends)]
     return [data[a:b].decode("utf-8") for a, b in zip([0] + ends, ends)]
+
+
+def _piece_horizon(int kind, const uint8_t[::1] utf8, Py_ssize_t start, Py_ssize_t end):
+    """``piece_horizon`` of the piece utf8[start:end] cut by a scanner kind, for tests."""
+    if not 0 <= start < end <= utf8.shape[0]:
+        raise ValueError("need 0 <= start < end <= len(utf8)")
+    return piece_horizon(kind, &utf8[0], utf8.shape[0], start, end)
 
 
 def _flags_table():

@@ -2,7 +2,8 @@
 
 ``bpe_encode`` is the textbook merge loop: start from single bytes, repeatedly merge the adjacent pair
 whose concatenation has the lowest rank (leftmost on ties), until no pair merges. O(n^2) per piece;
-use it on short inputs only.
+use it on short inputs only. ``backtrack_encode`` is the backtracking algorithm of the fast
+encoders (README, "How it works"), plainly written over the same dict of ranks.
 """
 
 from __future__ import annotations
@@ -25,6 +26,44 @@ def bpe_encode(mergeable_ranks: dict[bytes, int], piece: bytes) -> list[int]:
             break
         parts[best_i : best_i + 2] = [parts[best_i] + parts[best_i + 1]]
     return [mergeable_ranks[p] for p in parts]
+
+
+def backtrack_encode(mergeable_ranks: dict[bytes, int], piece: bytes) -> list[int]:
+    """Encode one piece by backtracking (README "How it works", steps 1-3), without a merge loop.
+
+    Equal to ``bpe_encode``: the fast encoders' algorithm, written for clarity. Tokens are the
+    keys of ``mergeable_ranks`` that BPE can produce (``bpe_encode(t) == [rank of t]``); two are
+    compatible when BPE keeps them side by side (``bpe_encode(x + y) == [rank x, rank y]``).
+    """
+    known: dict[bytes, bool] = {}
+
+    def is_token(t: bytes) -> bool:
+        if t not in known:
+            known[t] = t in mergeable_ranks and bpe_encode(mergeable_ranks, t) == [mergeable_ranks[t]]
+        return known[t]
+
+    def compatible(x: bytes, y: bytes) -> bool:
+        return bpe_encode(mergeable_ranks, x + y) == [mergeable_ranks[x], mergeable_ranks[y]]
+
+    tokens: list[bytes] = []  # the encoding of piece[:pos]
+    dead: set[int] = set()  # positions no encoding of the prefix before them can stop at
+    pos, longest = 0, len(piece)
+    while pos < len(piece):
+        # 1. the longest token (shorter than ``longest``) that prefixes the rest; 2. the next
+        # shorter one while it is not compatible with the previous token or ends at a dead end
+        for end in range(min(len(piece), pos + longest), pos, -1):
+            t = piece[pos:end]
+            if is_token(t) and end not in dead and (not tokens or compatible(tokens[-1], t)):
+                tokens.append(t)
+                pos, longest = end, len(piece)
+                break
+        else:
+            # 3. no prefix fits: pop the previous token, mark its end dead, retry from its start
+            # with its next shorter prefix
+            dead.add(pos)
+            last = tokens.pop()
+            pos, longest = pos - len(last), len(last) - 1
+    return [mergeable_ranks[t] for t in tokens]
 
 
 def pieces(pattern: str | None, text: str) -> list[str]:

@@ -61,22 +61,6 @@ def _split_steps(filename: str, rank_sha256: str) -> bytes | None:
     return steps if hashlib.sha256(steps).hexdigest().encode() == fields[3] else None
 
 
-def _write_split_steps(filename: str, directory: str | os.PathLike | None = None) -> str:
-    """Write ``<filename>.steps`` for a shipped rank file from a fresh build; return its path.
-
-    Run after changing a rank file or the split rule:
-    ``python -c "from bpecore.registry import _write_split_steps as w; w('cl100k_base.tiktoken'); w('o200k_base.tiktoken')"``
-    """
-    data = read_file(str(resources.files("bpecore").joinpath(f"data/{filename}.gz")))
-    steps = Vocab.from_tiktoken(data).split_steps()
-    blob = b"%s %s %s\n" % (_STEPS_MAGIC, hashlib.sha256(data).hexdigest().encode(),
-                             hashlib.sha256(steps).hexdigest().encode()) + zlib.compress(steps, 9)
-    path = os.path.join(directory or str(resources.files("bpecore").joinpath("data")), f"{filename}.steps")
-    with open(path, "wb") as f:
-        f.write(blob)
-    return path
-
-
 def _load_shipped(filename: str) -> tuple[Vocab, str]:
     """The Vocab of a vocab file inside the package, after checking its SHA-256.
 

@@ -227,7 +227,7 @@ def test_hyp_piece_horizon_bounds_what_decides_a_piece(pattern, text, extra):
     # piece's horizon: the text cut at a character boundary at or after it, or the text extended
     import regex
 
-    from bpecore import prefix, pretokenize
+    from bpecore import pretokenize
 
     source = getattr(pretokenize, pattern)
     compiled = regex.compile(source)
@@ -236,7 +236,7 @@ def test_hyp_piece_horizon_bounds_what_decides_a_piece(pattern, text, extra):
     offsets = [len(text[:i].encode("utf-8")) for i in range(len(text) + 1)]
     for m in compiled.finditer(text):
         s, e = m.span()
-        h = prefix._piece_horizon(kind, raw, offsets[s], offsets[e])
+        h = pretokenize._piece_horizon(kind, raw, offsets[s], offsets[e])
         for k in range(e, len(text) + 1):
             if offsets[k] >= h:
                 assert compiled.match(text[:k], s).end() == e, (s, e, k)

@@ -142,7 +142,7 @@ def test_shipped_split_steps_match_a_fresh_build(name):
 
     data = read_file(SHARED / "vocab" / f"{name}.tiktoken.gz")
     steps = _split_steps(f"{name}.tiktoken", hashlib.sha256(data).hexdigest())
-    assert steps is not None, "stale data/*.steps: regenerate with registry._write_split_steps"
+    assert steps is not None, "stale data/*.steps: regenerate with scripts/write_split_steps.py"
     assert steps == Vocab.from_tiktoken(data).split_steps()
     assert _split_steps(f"{name}.tiktoken", "0" * 64) is None  # bound to the rank file's hash
 

@@ -1,0 +1,29 @@
+# Who cuts a text into pieces (the pattern kinds), and the character classes the scanners and the
+# exact operations test: the flag bits of bpecore/_unicode_tables.h (as the `regex` module
+# classifies code points, scripts/gen_unicode_tables.py) and the unions the patterns name.
+from libc.stdint cimport uint8_t
+
+cdef enum PatternKind:
+    PAT_NONE = 0      #: no pattern: the whole text is one piece
+    PAT_REGEX = 1     #: any other pattern: the `regex` module finds the pieces
+    PAT_CL100K = 2    #: CL100K_PATTERN, hand-written scanner
+    PAT_O200K = 3     #: O200K_PATTERN, hand-written scanner
+    PAT_R50K = 4      #: R50K_PATTERN (gpt2, r50k, p50k), hand-written scanner
+
+
+cdef extern from "bpecore/_unicode_tables.h":
+    #: Flags of U+0000..U+007F (the one-byte fast path).
+    const uint8_t BPE_UT_ASCII[]
+    # One bit per class: Lu=1 Ll=2 Lt=4 Lm=8 Lo=16 M=32 N=64 \s=128. Constants, not an enum: with
+    # enum values Cython turns run_any's if/elif chain on the mask into a switch, and run_any
+    # took 3.4% more instructions (count_till_limit of 1 MB of English, cl100k).
+    const uint8_t BPE_UT_LU, BPE_UT_LL, BPE_UT_LT, BPE_UT_LM, BPE_UT_LO, BPE_UT_M, BPE_UT_N, BPE_UT_WS
+
+
+cdef enum:
+    F_L = BPE_UT_LU | BPE_UT_LL | BPE_UT_LT | BPE_UT_LM | BPE_UT_LO   #: \p{L}
+    F_LN = F_L | BPE_UT_N                                              #: \p{L} or \p{N}
+    F_LNS = F_LN | BPE_UT_WS                                           #: not [^\s\p{L}\p{N}]
+    F_UPPER = BPE_UT_LU | BPE_UT_LT | BPE_UT_LM | BPE_UT_LO | BPE_UT_M  #: o200k [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+    F_LOWER = BPE_UT_LL | BPE_UT_LM | BPE_UT_LO | BPE_UT_M             #: o200k [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+    F_BOTH = BPE_UT_LM | BPE_UT_LO | BPE_UT_M                          #: in both o200k classes

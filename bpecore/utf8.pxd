@@ -1,0 +1,148 @@
+# UTF-8 from CPython's PEP 393 str buffers (Latin-1, UCS-2, UCS-4), without the GIL.
+#
+# utf8_size measures, utf8_fill writes: one pass each, ASCII runs taken 8 (Latin-1) or 4 (UCS-2)
+# code units per step; lone surrogates are refused (-1) by utf8_size, as CPython's encoder
+# refuses them. utf8_offsets maps character offsets to byte offsets in UTF-8. No allocation:
+# the caller sizes the output. Used by backtrack (long texts) and batch (each thread's texts).
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+from libcpp.vector cimport vector
+
+from bpecore._simd cimport popcount64
+
+#: Non-ASCII texts of at least this many characters are turned into UTF-8 with the GIL released
+#: (backtrack's ``text_utf8``, batch's claiming threads): PyUnicode_AsUTF8AndSize holds it for
+#: about 2.5 ns per character (7 ms for 2.8 M characters), time in which no other thread (a
+#: server's event loop) can run. Shorter ones take CPython's UTF-8 under the GIL (cached in the
+#: str; 40% fewer instructions than utf8_size + utf8_fill).
+cdef enum:
+    NOGIL_UTF8_CHARS = 65536
+
+
+cdef inline Py_ssize_t utf8_extra(uint32_t c) noexcept nogil:
+    """UTF-8 bytes of code point c beyond the first; -1 for a lone surrogate."""
+    if c < 0x80:
+        return 0
+    if c < 0x800:
+        return 1
+    if c < 0x10000:
+        return -1 if 0xD800 <= c < 0xE000 else 2
+    return 3
+
+
+cdef inline Py_ssize_t utf8_size(unsigned int kind, const void* data, Py_ssize_t m) noexcept nogil:
+    """Bytes of the UTF-8 of ``m`` code points of a PEP 393 buffer; -1 if one is a lone surrogate.
+
+    Runs of ASCII are skipped 8 (Latin-1) or 4 (UCS-2) code units per step (backtrack.pyx's
+    Performance notes, step 26)."""
+    cdef Py_ssize_t i = 0, size = m, x
+    cdef uint64_t w
+    cdef const uint8_t* d1 = <const uint8_t*>data
+    cdef const uint16_t* d2 = <const uint16_t*>data
+    cdef const uint32_t* d4 = <const uint32_t*>data
+    if kind == 1:
+        while i + 8 <= m:
+            memcpy(&w, d1 + i, 8)
+            size += popcount64(w & <uint64_t>0x8080808080808080ULL)
+            i += 8
+        while i < m:
+            size += d1[i] >> 7
+            i += 1
+        return size
+    if kind == 2:
+        while i < m:
+            if i + 4 <= m:
+                memcpy(&w, d2 + i, 8)
+                if not (w & <uint64_t>0xFF80FF80FF80FF80ULL):
+                    i += 4
+                    continue
+            x = utf8_extra(d2[i])
+            if x < 0:
+                return -1
+            size += x
+            i += 1
+        return size
+    for i in range(m):
+        x = utf8_extra(d4[i])
+        if x < 0:
+            return -1
+        size += x
+    return size
+
+
+cdef inline Py_ssize_t utf8_put(uint32_t c, uint8_t* out) noexcept nogil:
+    """Write the UTF-8 of c (not a lone surrogate) at out; returns its length."""
+    if c < 0x80:
+        out[0] = <uint8_t>c
+        return 1
+    if c < 0x800:
+        out[0] = <uint8_t>(0xC0 | (c >> 6))
+        out[1] = <uint8_t>(0x80 | (c & 0x3F))
+        return 2
+    if c < 0x10000:
+        out[0] = <uint8_t>(0xE0 | (c >> 12))
+        out[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+        out[2] = <uint8_t>(0x80 | (c & 0x3F))
+        return 3
+    out[0] = <uint8_t>(0xF0 | (c >> 18))
+    out[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
+    out[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+    out[3] = <uint8_t>(0x80 | (c & 0x3F))
+    return 4
+
+
+cdef inline void utf8_fill(unsigned int kind, const void* data, Py_ssize_t m, uint8_t* out) noexcept nogil:
+    """Write the UTF-8 of ``m`` code points (no lone surrogates) to ``out``; ASCII runs 8 (Latin-1)
+    or 4 (UCS-2) code units per step."""
+    cdef Py_ssize_t i = 0, k = 0
+    cdef uint64_t w
+    cdef uint32_t q
+    cdef const uint8_t* d1 = <const uint8_t*>data
+    cdef const uint16_t* d2 = <const uint16_t*>data
+    cdef const uint32_t* d4 = <const uint32_t*>data
+    if kind == 1:
+        while i < m:
+            if i + 8 <= m:
+                memcpy(&w, d1 + i, 8)
+                if not (w & <uint64_t>0x8080808080808080ULL):
+                    memcpy(out + k, &w, 8)
+                    i += 8
+                    k += 8
+                    continue
+            k += utf8_put(d1[i], out + k)
+            i += 1
+    elif kind == 2:
+        while i < m:
+            if i + 4 <= m:
+                memcpy(&w, d2 + i, 8)
+                if not (w & <uint64_t>0xFF80FF80FF80FF80ULL):
+                    # four ASCII code units, little- or big-endian alike: take them one by one
+                    out[k] = <uint8_t>d2[i]
+                    out[k + 1] = <uint8_t>d2[i + 1]
+                    out[k + 2] = <uint8_t>d2[i + 2]
+                    out[k + 3] = <uint8_t>d2[i + 3]
+                    i += 4
+                    k += 4
+                    continue
+            k += utf8_put(d2[i], out + k)
+            i += 1
+    else:
+        for i in range(m):
+            k += utf8_put(d4[i], out + k)
+
+
+cdef inline void utf8_offsets(const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& chars) noexcept nogil:
+    """Replace the char offsets in ``chars`` (ascending) by byte offsets into the UTF-8 ``s[:n]``."""
+    cdef Py_ssize_t byte = 0, char_i = 0, k
+    for k in range(<Py_ssize_t>chars.size()):
+        while char_i < chars[k]:
+            byte += 1
+            while byte < n and (s[byte] & 0xC0) == 0x80:
+                byte += 1
+            char_i += 1
+        chars[k] = byte
+
+
+cdef inline bint is_lead(uint8_t b) noexcept nogil:
+    """b starts a UTF-8 character (it is not a continuation byte)."""
+    return (b & 0xC0) != 0x80
