@@ -1,7 +1,7 @@
 """Streaming counters: the exact token count of a text that grows at the end or at the front.
 
 ``AppendableCounter.push(s)`` appends ``s`` (str, or bytes that may stop inside a character) and
-returns ``count(everything pushed so far)``. The work is in ``prefix.Appender``: stable pieces are
+returns ``count(everything pushed so far)``. The work is in ``appender.Appender``: stable pieces are
 counted once, the last piece keeps its prefix-last-token table, and a character that provably
 lengthens the last piece costs one backwards trie walk. Total cost: linear in the stream for
 text (average about 3 trie walks per byte), including a 1 MB run of one letter pushed one

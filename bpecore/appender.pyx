@@ -1,16 +1,32 @@
 """The appending engine: the exact token count of a UTF-8 text that grows at the end.
 
 ``Appender.c_push(data)`` appends complete UTF-8; ``c_count()`` is then the count of all text so
-far, exactly. Pieces whose cut can no longer change (their ``piece_horizon`` is inside the text)
-are counted once; the last piece keeps its prefix-last-token table (``prefix.last_token``), so a
-character that lengthens it costs one backwards trie walk, and short last pieces read their
-count from a memo. Cost: linear in the text (about 3 trie walks per byte of English); worst
-input: a long run of one character pushed a character at a time, still linear. Memory: the text
-plus 8 bytes per byte of the last piece, plus the memo (24 KB, at most 384 KB).
-``split_at`` pushes a text a character at a time and keeps the longest prefix that fits.
-Used by ``appendable.AppendableCounter`` (streams) and ``Encoding.split_at``; performance
-notes: ``prefix.pyx``.
+far, exactly. Pieces whose cut can no longer change (their ``pretokenize.piece_horizon`` is inside
+the text) are summed once; the unstable tail (usually the last one or two pieces) is re-cut on
+each push, and the last piece's prefix-last-token table (``prefix.last_token``) is extended, not
+rebuilt, while its start stays put. Appending one character that provably extends the last piece
+(a letter to a word, a space to a run of spaces: ``_extends``) skips the re-cut, so a 1 MB run
+pushed a character at a time stays linear (about 3 trie walks per byte of English). Worst input:
+a long unstable tail that no rule extends (o200k, "(" followed by a long run of non-ASCII
+letters) is re-cut per push. Memory: the text plus 8 bytes per byte of the last piece, plus the
+memo of short pieces (24 KB on the first push, doubling while it misses, at most 384 KB).
+``split_at`` pushes a text a character at a time and keeps the longest prefix that fits. Used by
+``appendable.AppendableCounter`` (streams) and ``Encoding.split_at``.
 """
+
+# Performance decisions that hold (docs/perf/prefix.md: the first round and round 2's steps):
+# - Pieces up to MEMO_LEN bytes keep their count and last token in a per-counter memo that
+#   starts at 24 KB and doubles while it misses: a text's words and their prefixes come back.
+# - A memo miss probes the whole-piece table from each start (the tables ``count`` keeps warm),
+#   not the reverse trie: that was fewer instructions but 24 MB of random reads (round 2, step 2).
+# - ``push_ascii`` (inline in appender.pxd) lengthens a word or a whitespace run, starts a word
+#   after one space, or ends a word at whitespace or punctuation without a re-cut; a larger inline
+#   body (punctuation at a space) cost every push more than it saved (round 2, steps 2, 4, 6).
+# - ``Appender`` is final so its small methods inline (first round), and the engine has a module
+#   of its own: inside appendable.pyx gcc stopped inlining vector::push_back into
+#   AppendableCounter.push (+3.7% instructions per push).
+# The measurements behind these decisions: docs/perf/prefix.md.
+
 
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t

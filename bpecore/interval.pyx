@@ -1,7 +1,7 @@
 """IntervalCounter: exact token counts of any slice text[i:j], after one pass over text.
 
 The pass cuts the whole text into pieces and records, per piece, its end, the running token count
-and the running maximum of the pieces' horizons (``prefix.piece_horizon``: how far the scanner
+and the running maximum of the pieces' horizons (``pretokenize.piece_horizon``: how far the scanner
 may have looked to cut it); and, at every byte x inside a piece P (of 2..TABLE_MAX bytes), the
 token counts of P's prefix ending at x and of its suffix starting at x (``_piece_table``: one
 forward trie walk per byte and the prefix-last-token rule, README "How it works"; a repeated

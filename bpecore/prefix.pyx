@@ -1,41 +1,21 @@
-"""Exact prefix operations: the prefix-last-token table, the appending engine, split_at and friends.
+"""Exact prefix operations: the prefix-last-token table, the first-token table and split_at_end.
 
 The last token of BPE(p[:i]) is the longest token t ending at i whose predecessor
 last[i - len(t)] is compatible with it (README, "How it works"); so one backwards trie walk per
-byte gives the last token and the count of every prefix of a piece (``last_token``), and the
-mirror rule gives the first token of every suffix (``first_token``). Cost per byte: one walk of
-at most L trie nodes (L = longest token) plus one compatibility check per candidate; memory:
-8 bytes per byte of the piece (last token + count).
+byte gives the last token and the count of every prefix of a piece (``last_token``, over the
+reversed tokens in ``SuffixTrie``), and the mirror rule gives the first token of every suffix
+(``first_token``). Cost per byte: one walk of at most L trie nodes (L = longest token) plus one
+compatibility check per candidate; memory: 8 bytes per byte of the piece (last token + count).
+``last_token`` is what the appending engine (``appender.pyx``) extends per push.
 
-Pre-tokenization (README, "Exact operations"): a piece cut from text[s:] depends only on the text
-up to ``piece_horizon(s, e)``, a bound derived from the three shipped patterns (the letter run
-from s, or from s+1 after a character the pattern takes as the letters' prefix, plus a
-3-character contraction; 3 characters after an apostrophe; the whitespace run from s; the piece
-and one more character). Pieces whose horizon lies inside the text never change when text is appended
-or when the text is cut after the horizon; only the pieces after them are re-cut.
-
-``Appender``: count after every push, exactly. Stable pieces are summed once; the unstable tail
-(usually the last one or two pieces) is re-cut on each push, and the last piece's prefix table is
-extended, not rebuilt, while its start stays put. Appending one character that provably extends
-the last piece (a letter to a word, a space to a run of spaces: ``_extends``) skips the re-cut,
-so a 1 MB run pushed a character at a time stays linear. Worst case: a long unstable tail that no
-rule extends (e.g. o200k, "(" followed by a long run of non-ASCII letters) is re-cut per push.
-Memory: the text plus 8 bytes per byte of the last piece, plus the memo of short pieces (24 KB
-on the first push, doubling while it misses, at most 384 KB).
+``split_at_end(text, n)``: the smallest k with count(text[k:]) <= n, from the end backwards with
+the first-token table (a long run costs O(1) trie walks per step); work grows with n, not with
+the text. Worst input: a long piece ending the text (a run of one letter), still linear in the
+bytes that can fit in n tokens.
 """
 
-# Performance decisions that hold (docs/perf/prefix.md: the first round and round 2's steps):
-# - Pieces up to MEMO_LEN bytes keep their count and last token in a per-counter memo that
-#   starts at 24 KB and doubles while it misses: a text's words and their prefixes come back.
-# - A memo miss probes the whole-piece table from each start (the tables ``count`` keeps warm),
-#   not the reverse trie: that was fewer instructions but 24 MB of random reads (round 2, step 2).
-# - ``push_ascii`` (inline in prefix.pxd) lengthens a word or a whitespace run, starts a word after
-#   one space, or ends a word at whitespace or punctuation without a re-cut; a larger inline body
-#   (punctuation at a space) cost every push more than it saved (round 2, steps 2, 4, 6).
-# - ``piece_horizon`` is as tight as the patterns allow, so a piece is stable as soon as the next
-#   character is in (round 2, step 5).
-# - ``Appender`` is final so its small methods inline (first round).
-# The measurements behind these decisions: docs/perf/prefix.md.
+# Decision that holds: the suffix trie hashes with vocab's hash_u64 rather than a copy of its
+# own, and lives beside the tables that read it. The measurements: docs/perf/prefix.md.
 
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport uint8_t, uint32_t, uint64_t

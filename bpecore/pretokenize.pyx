@@ -28,6 +28,9 @@ allocation, nogil; the code point tables are 38.5 KB of static data shared by al
 # - o200k_ascii_other cuts digits, punctuation and whitespace runs from one class table before
 #   o200k_end; the chain word path -> other path -> o200k_end is written out in both
 #   next_piece_end and next_piece_ends, as a shared inline helper stayed out of line (9).
+# - ``piece_horizon`` (the exact operations' bound on how far a cut may look) is as tight as the
+#   patterns allow, so a piece is stable as soon as the next character is in
+#   (docs/perf/prefix.md, round 2, step 5).
 # The measurements behind these decisions: docs/perf/pretokenize.md.
 
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
