@@ -163,9 +163,9 @@ def _held_out_tokens(kind: str, out: str, texts: dict[str, str]) -> dict[str, in
 
         tok = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
         return {k: len(tok.encode(t).ids) for k, t in texts.items()}
-    from bpecore import export
+    from bpecore import registry
 
-    enc = export.load_saved(os.path.join(out, "vocab.tiktoken"))
+    enc = registry.load_saved(os.path.join(out, "vocab.tiktoken"))
     return {k: enc.count(t) for k, t in texts.items()}
 
 
