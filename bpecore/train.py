@@ -35,14 +35,11 @@ from typing import Iterable, Iterator, Sequence
 import regex
 
 from bpecore.encoding import Encoding
-from bpecore.registry import CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN
+from bpecore.patterns import resolve_pattern
 from bpecore.pretokenize import pattern_kind
 from bpecore.trainer import Trainer
 from bpecore.trainer import count_pieces as _count_scanned
 from bpecore._text import utf8
-
-#: Named patterns ``train`` accepts besides a custom regex.
-PATTERNS = {"o200k": O200K_PATTERN, "cl100k": CL100K_PATTERN, "r50k": R50K_PATTERN, "gpt2": R50K_PATTERN}
 
 _MARK = r"[^\s\p{L}\p{N}]"  # one punctuation or symbol character
 #: SuperBPE stage-2 pre-tokenization (Liu et al. 2025, "SuperBPE: Space Travel for Language
@@ -355,12 +352,6 @@ def _is_path(x) -> bool:
     return isinstance(x, (os.PathLike, FileSlice)) or (isinstance(x, str) and os.path.isfile(x))
 
 
-def _resolve_pattern(pattern: str | None) -> str | None:
-    if pattern is None:
-        return None
-    return PATTERNS.get(pattern, pattern)
-
-
 def train(
     files: str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str],
     vocab_size: int = 32000,
@@ -379,8 +370,9 @@ def train(
             documents. A ``str`` is a path when such a file exists; a list is of paths when every
             item is one.
         vocab_size: total number of ids: 256 byte tokens + merges + special tokens.
-        pattern: ``"o200k"``, ``"cl100k"``, ``"r50k"`` or a regex (``regex`` module syntax);
-            ``None`` makes each document one piece.
+        pattern: a name of ``bpecore.patterns.NAMED_PATTERNS`` (``"o200k"``, ``"cl100k"``,
+            ``"r50k"``, ...) or a regex (``regex`` module syntax); ``None`` makes each document
+            one piece.
         special_tokens: ``{string: id}``, or a list of strings given the ids after the BPE ids.
             Their strings in the input delimit documents and are not trained on.
         min_frequency: stop when the most frequent pair occurs fewer times.
@@ -399,7 +391,7 @@ def train(
     >>> [enc.decode([t]) for t in range(256, enc.n_vocab)]
     ['lo', 'low', ' low', ' lowe']
     """
-    pattern = _resolve_pattern(pattern)
+    pattern = resolve_pattern(pattern)
     if isinstance(files, (str, os.PathLike, FileSlice)):
         if not _is_path(files):
             raise FileNotFoundError(f"no such file: {files}")

@@ -41,7 +41,7 @@ def test_stub_names_exist_in_module(name):
                         assert hasattr(cls, item.name), f"{name}.{node.name}.{item.name}"
 
 
-@pytest.mark.parametrize("name", ["encoding", "registry", "interval", "appendable"])
+@pytest.mark.parametrize("name", ["encoding", "registry", "patterns", "interval", "appendable"])
 def test_docstring_examples(name):
     module = importlib.import_module(f"bpecore.{name}")
     globs = {"get_encoding": importlib.import_module("bpecore").get_encoding}
