@@ -34,6 +34,7 @@ from typing import Iterable, Iterator, Sequence
 
 import regex
 
+from bpecore._progress import Progress
 from bpecore.encoding import Encoding
 from bpecore.patterns import resolve_pattern
 from bpecore.pretokenize import pattern_kind
@@ -321,32 +322,6 @@ def _count_all(
     return totals, total_bytes
 
 
-# ----------------------------------------------------------------------------- progress
-class _Progress:
-    """One-line progress on stderr: ``label: done/total unit  rate``."""
-
-    def __init__(self, label: str, total: float | None, unit: str, scale: float = 1.0, stream=sys.stderr):
-        self.label, self.total, self.unit, self.scale, self.stream = label, total, unit, scale, stream
-        self.start = time.perf_counter()
-        self.last = 0.0
-
-    def __call__(self, done: float, force: bool = False) -> None:
-        now = time.perf_counter()
-        if not force and now - self.last < 0.2:
-            return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9) / self.scale
-        shown = done / self.scale
-        total = f"/{self.total / self.scale:.1f}" if self.total else ""
-        pct = f" {100 * done / self.total:5.1f}%" if self.total else ""
-        self.stream.write(f"\r{self.label}: {shown:.1f}{total} {self.unit}{pct}  {rate:.1f} {self.unit}/s   ")
-        self.stream.flush()
-
-    def close(self, done: float) -> None:
-        self(done, force=True)
-        self.stream.write("\n")
-
-
 # ----------------------------------------------------------------------------- train
 def _is_path(x) -> bool:
     return isinstance(x, (os.PathLike, FileSlice)) or (isinstance(x, str) and os.path.isfile(x))
@@ -420,7 +395,7 @@ def train(
     if workers is None:
         # below two chunks a second process costs more (fork, pickling) than it saves
         workers = 1 if total is not None and total <= 2 * CHUNK_BYTES else (os.cpu_count() or 1)
-    bar = _Progress("pre-tokenize", total, "MB", 1e6) if progress else None
+    bar = Progress("pre-tokenize", total, "MB", 1e6) if progress else None
     counts, report.input_bytes = _count_all(sources, texts, patterns, specials, workers, bar)
     if bar:
         bar.close(report.input_bytes)
@@ -429,7 +404,7 @@ def train(
     report.pretokenize_seconds = t1 - t0
 
     first = n_merges if superbpe_transition is None else min(n_merges, superbpe_transition)
-    bar = _Progress("merges", n_merges, "k", 1e3) if progress else None
+    bar = Progress("merges", n_merges, "k merges", 1e3) if progress else None
     trainer = Trainer([bytes([b]) for b in range(256)], min_frequency)
     trainer.add_pieces(counts[0])
     del counts[0]
