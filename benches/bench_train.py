@@ -62,7 +62,7 @@ def _child(kind: str, vocab_size: int, train_file: str, out: str, superbpe: str)
         merges = tok.get_vocab_size() - 256
     else:
         from bpecore import export
-        from bpecore.train import train
+        from bpecore.training import train
 
         transition = None if kind == "bpecore" else "auto" if superbpe == "auto" else int(vocab_size * float(superbpe)) - 256
         start = time.perf_counter()
@@ -200,7 +200,7 @@ def _machine() -> str:
 
 def _describe(superbpe: str) -> str:
     if superbpe == "auto":
-        from bpecore.train import SUPERBPE_DEFAULT_FRACTION
+        from bpecore.training import SUPERBPE_DEFAULT_FRACTION
 
         return f"'auto' ({SUPERBPE_DEFAULT_FRACTION:.0%} of the BPE ids)"
     return f"{float(superbpe):.0%} of the vocab"

@@ -178,7 +178,7 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    # Listed for --help; ``main`` hands ``bpecore train ...`` to bpecore.train.main, which owns its options.
+    # Listed for --help; ``main`` hands ``bpecore train ...`` to bpecore.training.main, which owns its options.
     sub.add_parser("train", help="train a byte-level BPE vocabulary (bpecore train --help)", add_help=False)
 
 
@@ -203,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``bpecore`` command line; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train"]:
-        import importlib
+        from bpecore.training import main as train_main
 
-        return importlib.import_module("bpecore.train").main(argv[1:])
+        return train_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -13,12 +13,10 @@ from hypothesis import strategies as st
 
 import bpecore
 from bpecore import export, reference, registry
+from bpecore import training as train_module
 from bpecore.registry import CL100K_PATTERN, O200K_PATTERN
-from bpecore.train import SUPERBPE_PATTERN, default_superbpe_transition, train
 from bpecore.trainer import Trainer
-
-# the module, even once bpecore/__init__ re-exports the function ``train`` under the same name
-train_module = importlib.import_module("bpecore.train")
+from bpecore.training import SUPERBPE_PATTERN, default_superbpe_transition, train
 
 MIXED = ["english", "code", "multilingual"]
 
@@ -278,3 +276,10 @@ def test_cli_main(corpus_files, tmp_path, capsys):
     enc = registry.load_saved(out / "mytok.tiktoken")
     assert enc.n_vocab == 800 and enc.special_tokens == {"<|endoftext|>": 799}
     assert bpecore.load_hf(out / "tokenizer.json").mergeable_ranks == enc.mergeable_ranks
+
+
+def test_bpecore_train_is_the_function():
+    # the module is bpecore.training: ``bpecore.train`` is only ever the function
+    assert bpecore.train is train is train_module.train
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("bpecore.train")
