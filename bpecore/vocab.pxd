@@ -117,7 +117,8 @@ cdef inline uint32_t lookup_piece_hashed(const VocabView* v, const uint8_t* p, P
 
 
 cdef inline uint32_t lookup_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    # Same answer as lookup(v, p, n) (n >= 1): the reachable token spelled p[:n], or NO_TOKEN.
+    # The reachable token spelled p[:n] (n >= 1), or NO_TOKEN: lookup_any's answer when that token
+    # is reachable, from the whole-piece table.
     cdef uint64_t head = load_head(p, n)
     return lookup_piece_hashed(v, p, n, head, piece_hash(p, n, head))
 
@@ -172,14 +173,6 @@ cdef inline uint32_t lookup_any(const VocabView* v, const uint8_t* p, Py_ssize_t
                 memcmp(v.all_bytes + v.token_starts[t], p, n) == 0:
             return t
         i = (i + 1) & v.bytes_mask
-
-
-cdef inline uint32_t lookup(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    # The reachable token whose bytes are exactly p[:n], or NO_TOKEN.
-    cdef uint32_t t = lookup_any(v, p, n)
-    if t != NO_TOKEN and v.reachable[t]:
-        return t
-    return NO_TOKEN
 
 
 cdef inline uint32_t pair_lookup(const VocabView* v, uint32_t a, uint32_t b) noexcept nogil:
