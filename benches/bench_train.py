@@ -62,7 +62,7 @@ def _child(kind: str, vocab_size: int, train_file: str, out: str, superbpe: str)
         merges = tok.get_vocab_size() - 256
     else:
         from bpecore import export
-        from bpecore.train import train
+        from bpecore.training import train
 
         transition = None if kind == "bpecore" else "auto" if superbpe == "auto" else int(vocab_size * float(superbpe)) - 256
         start = time.perf_counter()
@@ -163,9 +163,9 @@ def _held_out_tokens(kind: str, out: str, texts: dict[str, str]) -> dict[str, in
 
         tok = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
         return {k: len(tok.encode(t).ids) for k, t in texts.items()}
-    from bpecore import export
+    from bpecore import registry
 
-    enc = export.load_saved(os.path.join(out, "vocab.tiktoken"))
+    enc = registry.load_saved(os.path.join(out, "vocab.tiktoken"))
     return {k: enc.count(t) for k, t in texts.items()}
 
 
@@ -200,7 +200,7 @@ def _machine() -> str:
 
 def _describe(superbpe: str) -> str:
     if superbpe == "auto":
-        from bpecore.train import SUPERBPE_DEFAULT_FRACTION
+        from bpecore.training import SUPERBPE_DEFAULT_FRACTION
 
         return f"'auto' ({SUPERBPE_DEFAULT_FRACTION:.0%} of the BPE ids)"
     return f"{float(superbpe):.0%} of the vocab"

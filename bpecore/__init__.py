@@ -14,7 +14,7 @@ from bpecore.registry import list_encodings as list_encodings
 from bpecore.registry import load_hf as load_hf
 from bpecore.registry import load_tiktoken as load_tiktoken
 from bpecore.registry import register_encoding as register_encoding
-from bpecore.train import train as train  # noqa: E402  (the function; the module stays importable as bpecore.train via sys.modules)
+from bpecore.training import train as train
 
 __version__ = "0.1.0"
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from typing import Callable, TextIO
+from typing import Callable
+
+from bpecore._progress import Progress
 
 DEFAULT_ENCODING = "cl100k_base"
 PROGRESS_MIN_CHARS = 1 << 20  # show a progress bar for inputs at least this long (on a terminal)
@@ -45,33 +46,6 @@ def _encoding(name: str):
         return get_encoding(name)
     except (KeyError, ValueError) as e:
         raise _InputError(f"bpecore: {e}") from None
-
-
-class _Progress:
-    """A one-line progress bar on stderr: ``[####......]  42%  12.3 MB/s``."""
-
-    def __init__(self, total: int, stream: TextIO, label: str) -> None:
-        self.total = max(total, 1)
-        self.stream = stream
-        self.label = label
-        self.t0 = time.perf_counter()
-        self.last = 0.0
-
-    def update(self, done: int, force: bool = False) -> None:
-        now = time.perf_counter()
-        if not force and now - self.last < 0.1:
-            return
-        self.last = now
-        frac = min(done / self.total, 1.0)
-        rate = done / max(now - self.t0, 1e-9) / 1e6
-        bar = "#" * int(frac * 30)
-        self.stream.write(f"\r{self.label} [{bar:<30}] {frac:4.0%} {rate:7.1f} M chars/s")
-        self.stream.flush()
-
-    def close(self) -> None:
-        self.update(self.total, force=True)
-        self.stream.write("\n")
-        self.stream.flush()
 
 
 def _want_progress(flag: bool | None, n_chars: int) -> bool:
@@ -149,7 +123,7 @@ def _run_chunk(args: argparse.Namespace) -> int:
         raise _InputError(f"bpecore: --overlap ({args.overlap}) must be less than --max-tokens ({args.max_tokens})")
     enc = _encoding(args.encoding)
     text = _read(args.file)
-    progress = _Progress(len(text), sys.stderr, "chunk") if _want_progress(args.progress, len(text)) else None
+    progress = Progress("chunk", max(len(text), 1), "M chars", 1e6) if _want_progress(args.progress, len(text)) else None
     out = sys.stdout
     try:
         for i, c in enumerate(_iter_chunks(text, enc, args.max_tokens, args.overlap, args.trim, args.markdown)):
@@ -159,11 +133,11 @@ def _run_chunk(args: argparse.Namespace) -> int:
             else:
                 out.write(f"--- chunk {i}: chars {c.start}-{c.end}, {c.tokens} tokens ---\n{c.text}\n")
             if progress:
-                progress.update(c.end)
+                progress(c.end)
     except ValueError as e:
         raise _InputError(f"bpecore: {e}") from None
     if progress:
-        progress.close()
+        progress.close(len(text))
     return 0
 
 
@@ -204,7 +178,7 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    # Listed for --help; ``main`` hands ``bpecore train ...`` to bpecore.train.main, which owns its options.
+    # Listed for --help; ``main`` hands ``bpecore train ...`` to bpecore.training.main, which owns its options.
     sub.add_parser("train", help="train a byte-level BPE vocabulary (bpecore train --help)", add_help=False)
 
 
@@ -229,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``bpecore`` command line; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train"]:
-        import importlib
+        from bpecore.training import main as train_main
 
-        return importlib.import_module("bpecore.train").main(argv[1:])
+        return train_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

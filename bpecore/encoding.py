@@ -6,7 +6,6 @@ the GIL; this class only decides what to call.
 
 from __future__ import annotations
 
-import hashlib
 from typing import AbstractSet, Collection, Iterable, Literal, Sequence
 
 import threading
@@ -550,13 +549,3 @@ class Encoding:
         from bpecore.export import save_hf
 
         return save_hf(self, path)
-
-
-def get_encoding(name: str) -> Encoding:
-    from bpecore.registry import get_encoding as _get
-
-    return _get(name)
-
-
-def vocab_digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

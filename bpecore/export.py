@@ -2,7 +2,8 @@
 
 ``save_tiktoken(enc, "x.tiktoken")`` writes one ``<base64 token> <rank>`` line per token in rank
 order and ``x.tiktoken.json`` with the name, pattern and special tokens, so that
-``load_tiktoken(path, **sidecar)`` (or ``load_saved(path)``) rebuilds the same encoding.
+``load_tiktoken(path, **sidecar)`` (or ``bpecore.registry.load_saved(path)``) rebuilds the same
+encoding.
 
 ``save_hf(enc, "tokenizer.json")`` writes a byte-level BPE model: the vocab through GPT-2's
 ``bytes_to_unicode`` map, one merge per non-byte token in rank order (the pair BPE-by-rank forms
@@ -17,9 +18,12 @@ import base64
 import json
 import os
 import re
+from typing import TYPE_CHECKING
 
-from bpecore.encoding import Encoding
 from bpecore.load import bytes_to_unicode
+
+if TYPE_CHECKING:  # Encoding's save methods call this module: it names the class for types only
+    from bpecore.encoding import Encoding
 
 
 # An atom followed by a possessive counted repeat: ``\p{N}{1,3}+``, ``[a-z]{2}+``, ``x{1,}+``.
@@ -60,15 +64,6 @@ def save_tiktoken(enc: Encoding, path: str | os.PathLike) -> str:
         json.dump(meta, f, ensure_ascii=False, indent=1)
         f.write("\n")
     return path
-
-
-def load_saved(path: str | os.PathLike) -> Encoding:
-    """The Encoding ``save_tiktoken`` wrote to ``path`` (rank file + sidecar)."""
-    from bpecore.registry import load_tiktoken
-
-    with open(sidecar_path(path), encoding="utf-8") as f:
-        meta = json.load(f)
-    return load_tiktoken(path, name=meta["name"], pattern=meta["pattern"], special_tokens=meta["special_tokens"])
 
 
 def hf_json(enc: Encoding) -> dict:

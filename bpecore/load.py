@@ -146,9 +146,6 @@ def bytes_to_unicode() -> dict[int, str]:
     return dict(zip(printable, map(chr, chars)))
 
 
-GPT2_SPLIT_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-
-
 def _hf_pattern(pre: Any, source: str) -> str | None:
     """The split regex of a Hugging Face pre-tokenizer, or raise for one bpecore cannot reproduce."""
     if pre is None:

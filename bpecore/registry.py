@@ -8,6 +8,7 @@ rank files are not in any package the registries offer; load them with ``load_ti
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import zlib
@@ -15,8 +16,9 @@ from importlib import resources
 from typing import Callable
 
 from bpecore.encoding import Encoding
+from bpecore.export import sidecar_path
 from bpecore.vocab import Vocab
-from bpecore.load import VocabError, load_tiktoken_ranks, parse_hf, read_file, tiktoken_vocab
+from bpecore.load import VocabError, parse_hf, read_file, tiktoken_vocab
 
 ENDOFTEXT = "<|endoftext|>"
 FIM_PREFIX = "<|fim_prefix|>"
@@ -215,3 +217,10 @@ def load_hf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
             )
     enc.vocab_sha256 = hashlib.sha256(data).hexdigest()
     return enc
+
+
+def load_saved(path: str | os.PathLike) -> Encoding:
+    """The Encoding ``bpecore.export.save_tiktoken`` wrote to ``path`` (rank file + JSON sidecar)."""
+    with open(sidecar_path(path), encoding="utf-8") as f:
+        meta = json.load(f)
+    return load_tiktoken(path, name=meta["name"], pattern=meta["pattern"], special_tokens=meta["special_tokens"])

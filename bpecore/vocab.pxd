@@ -44,24 +44,19 @@ cdef struct VocabView:
     const uint8_t* reachable        #: 1 if BPE can produce token i from its own bytes
     const uint32_t* bytes_table     #: open addressing, bytes hash -> token (NO_TOKEN = empty)
     uint64_t bytes_mask
-    const uint64_t* pair_keys       #: open addressing, (left << 32 | right) + 1 -> pair_vals slot (0 = empty)
-    const uint32_t* pair_vals       #: merged token of that pair
-    uint64_t pair_mask
+    uint64_t pair_mask              #: pairs has pair_mask + 1 slots
     const uint32_t* root_child      #: trie node reached from the root by byte b (256 entries)
-    const uint64_t* trie_keys       #: open addressing, (node + 1) << 8 | byte -> trie_vals slot (0 = empty)
-    const uint32_t* trie_vals       #: child node
-    uint64_t trie_mask
+    uint64_t trie_mask              #: trie has trie_mask + 1 slots
     const uint32_t* node_token      #: reachable token spelled by trie node, or NO_TOKEN
     uint32_t n_tokens
     const PieceEntry* pieces        #: open addressing, piece_hash -> reachable token with inline head
     uint32_t piece_shift            #: slot = piece_hash >> piece_shift (table size 2**(64 - shift))
-    const TrieEntry* trie           #: trie_keys/trie_vals/node_token as one table (same slots)
-    const PairEntry* pairs          #: pair_keys/pair_vals as one table (same slots)
+    const TrieEntry* trie           #: open addressing, (node + 1) << 8 | byte -> child node and its token
+    const PairEntry* pairs          #: open addressing, (left << 32 | right) + 1 -> merged token
     const uint32_t* byte_token      #: token of the single byte b (256 entries)
-    const uint32_t* first2          #: trie node spelled by the bytes b0 b1 (index b0 << 8 | b1), or NO_TOKEN
     const uint64_t* pair_filter     #: bit mul_hash(key) >> pair_filter_shift set for every pair key
     uint32_t pair_filter_shift
-    const uint64_t* first2x         #: first2[i] | node_token[first2[i]] << 32 (NO_TOKEN halves when absent)
+    const uint64_t* first2x         #: trie node spelled by bytes b0 b1 (index b0 << 8 | b1) | its token << 32 (NO_TOKEN halves when absent)
     const SpineEnds* spine_ends     #: per token: the bottoms of its right and left spines (spine_rejects)
     const uint64_t* byte_pair_merge #: bit a << 8 | b set when the tokens of bytes a and b merge (8 KB)
     const uint64_t* piece_tails     #: pieces[i]'s token's last 8 bytes when it is over 8 bytes long (same slots)
@@ -122,7 +117,8 @@ cdef inline uint32_t lookup_piece_hashed(const VocabView* v, const uint8_t* p, P
 
 
 cdef inline uint32_t lookup_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    # Same answer as lookup(v, p, n) (n >= 1): the reachable token spelled p[:n], or NO_TOKEN.
+    # The reachable token spelled p[:n] (n >= 1), or NO_TOKEN: lookup_any's answer when that token
+    # is reachable, from the whole-piece table.
     cdef uint64_t head = load_head(p, n)
     return lookup_piece_hashed(v, p, n, head, piece_hash(p, n, head))
 
@@ -180,14 +176,6 @@ cdef inline uint32_t lookup_any(const VocabView* v, const uint8_t* p, Py_ssize_t
         i = (i + 1) & v.bytes_mask
 
 
-cdef inline uint32_t lookup(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    # The reachable token whose bytes are exactly p[:n], or NO_TOKEN.
-    cdef uint32_t t = lookup_any(v, p, n)
-    if t != NO_TOKEN and v.reachable[t]:
-        return t
-    return NO_TOKEN
-
-
 cdef inline uint32_t pair_lookup(const VocabView* v, uint32_t a, uint32_t b) noexcept nogil:
     # The token BPE forms by merging a and b, or NO_TOKEN. Most pairs asked about are not merges;
     # the one-bit-per-slot filter (L2-sized) answers those without touching the table.
@@ -212,9 +200,9 @@ cdef inline uint32_t trie_child(const VocabView* v, uint32_t node, uint8_t b) no
     cdef uint64_t i = (mul_hash(key) >> 32) & v.trie_mask
     cdef uint64_t k
     while True:
-        k = v.trie_keys[i]
+        k = v.trie[i].key
         if k == key:
-            return v.trie_vals[i]
+            return v.trie[i].child
         if k == 0:
             return NO_TOKEN
         i = (i + 1) & v.trie_mask
@@ -331,11 +319,7 @@ cdef class Vocab:
     #: 1 if encoding token i's bytes alone gives token i (only those can ever appear in output).
     cdef vector[uint8_t] reachable
     cdef vector[uint32_t] bytes_table
-    cdef vector[uint64_t] pair_keys
-    cdef vector[uint32_t] pair_vals
     cdef vector[uint32_t] root_child
-    cdef vector[uint64_t] trie_keys
-    cdef vector[uint32_t] trie_vals
     cdef vector[uint32_t] node_token
     #: External id (the rank the user sees) of token i; empty when ids are 0..n-1.
     cdef vector[uint32_t] ids
@@ -345,11 +329,10 @@ cdef class Vocab:
     cdef vector[PieceEntry] pieces
     #: Last 8 bytes of the tokens over 8 bytes in ``pieces``, by slot (VocabView.piece_tails).
     cdef vector[uint64_t] piece_tails
-    #: trie_keys/trie_vals + node_token of the child, and pair_keys/pair_vals, one slot each.
+    #: The longest-match trie (key, child, node_token of the child) and the merge table.
     cdef vector[TrieEntry] trie
     cdef vector[PairEntry] pairs
     cdef vector[uint32_t] byte_token
-    cdef vector[uint32_t] first2
     cdef vector[uint64_t] pair_filter
     cdef vector[uint64_t] first2x
     #: Bottoms of each token's spines (VocabView.spine_ends), from split_left/split_right.
@@ -364,8 +347,4 @@ cdef class Vocab:
     cdef readonly uint32_t max_id
     cdef readonly uint32_t n_unreachable
 
-    cdef _compute_next_prefix(self)
-    cdef _build_fast_tables(self)
-    cdef _shrink_trie(self)
-    cdef _sync_view(self)
     cdef object _rank(self, uint32_t i)

@@ -10,7 +10,8 @@ runs without the GIL. Memory: ~ 76 bytes per token plus ~ 24 bytes per trie node
 cl100k + o200k together; 16 of the bytes per token are ``spine_ends``).
 
 Lookups (all in ``vocab.pxd``, inline, nogil):
-- ``lookup``: bytes -> token, open addressing with linear probing, load factor <= 0.5.
+- ``lookup_any``: bytes -> token, open addressing with linear probing, load factor <= 0.5;
+  ``lookup_piece``: the same for reachable tokens, from the whole-piece table (first 8 bytes inline).
 - ``pair_lookup``: (left, right) -> merged token, same scheme over 64-bit keys.
 - ``next_match``: longest token that prefixes the input, one trie step per byte; the third byte
   is first asked of ``step3_filter`` (64 KB of bits, one per trie key of that depth), which ends
@@ -205,20 +206,15 @@ cdef void _sync(Vocab self) noexcept nogil:
     self.view.reachable = self.reachable.data()
     self.view.bytes_table = self.bytes_table.data()
     self.view.bytes_mask = self.bytes_table.size() - 1
-    self.view.pair_keys = self.pair_keys.data()
-    self.view.pair_vals = self.pair_vals.data()
-    self.view.pair_mask = self.pair_keys.size() - 1 if self.pair_keys.size() else 0
+    self.view.pair_mask = self.pairs.size() - 1 if self.pairs.size() else 0
     self.view.root_child = self.root_child.data()
-    self.view.trie_keys = self.trie_keys.data()
-    self.view.trie_vals = self.trie_vals.data()
-    self.view.trie_mask = self.trie_keys.size() - 1 if self.trie_keys.size() else 0
+    self.view.trie_mask = self.trie.size() - 1 if self.trie.size() else 0
     self.view.node_token = self.node_token.data()
     self.view.n_tokens = self.n_tokens
     self.view.pieces = self.pieces.data()
     self.view.trie = self.trie.data()
     self.view.pairs = self.pairs.data()
     self.view.byte_token = self.byte_token.data()
-    self.view.first2 = self.first2.data()
     self.view.pair_filter = self.pair_filter.data()
     self.view.first2x = self.first2x.data()
     self.view.spine_ends = self.spine_ends.data()
@@ -283,17 +279,6 @@ cdef int _rehash_trie(Vocab self, uint64_t size) except -1 nogil:
     return 0
 
 
-cdef void _trie_split_keys(Vocab self) noexcept nogil:
-    # trie_keys/trie_vals (what trie_child reads) from the combined table, slot for slot.
-    cdef uint64_t k, size = self.trie.size()
-    self.trie_keys.resize(size)
-    self.trie_vals.resize(size)
-    for k in range(size):
-        self.trie_keys[k] = self.trie[k].key
-        self.trie_vals[k] = self.trie[k].child
-    _sync(self)
-
-
 cdef int _build_trie(Vocab self, vector[uint32_t]& parent, vector[uint32_t]& tok_node) except -1 nogil:
     # The trie over every token's bytes, tokens inserted in rank order (node ids in creation order).
     # Built in the combined (key, child) table, one cache line per probe instead of two. The table
@@ -351,7 +336,7 @@ cdef int _build_trie(Vocab self, vector[uint32_t]& parent, vector[uint32_t]& tok
         tok_node[i] = node
     if size > _table_size(self.node_token.size()):
         _rehash_trie(self, _table_size(self.node_token.size()))
-    _trie_split_keys(self)
+    _sync(self)
     return 0
 
 
@@ -377,8 +362,7 @@ cdef enum:
 
 cdef inline void _add_pair(Vocab self, uint32_t t1, uint32_t t2, uint32_t i, uint64_t mask,
                            uint32_t filter_bits) noexcept nogil:
-    # Record (t1, t2) as token i's split: merge table (pairs; pair_keys/vals are copied from it
-    # slot for slot at the end), its filter, split_left/right.
+    # Record (t1, t2) as token i's split: merge table (pairs), its filter, split_left/right.
     cdef uint64_t key = ((<uint64_t>t1 << 32) | t2) + 1, h = mul_hash(key), slot = (h >> 32) & mask
     while self.pairs[slot].key != 0:
         slot = (slot + 1) & mask
@@ -404,8 +388,6 @@ cdef int _build_splits(Vocab self, const uint8_t* steps) except -1 nogil:
     empty.merged = NO_TOKEN
     empty.pad = 0
     self.pairs.assign(size, empty)
-    self.pair_keys.assign(size, 0)          # sizes view.pair_mask; filled from pairs at the end
-    self.pair_vals.assign(size, NO_TOKEN)
     # pair filter: 2**21 bits (256 KB) up to 256k pairs, doubled beyond
     while (<uint64_t>1 << filter_bits) < 8 * <uint64_t>n:
         filter_bits += 1
@@ -449,14 +431,11 @@ cdef int _build_splits(Vocab self, const uint8_t* steps) except -1 nogil:
         if t1 == NO_TOKEN:
             self.reachable[i] = 0
             self.n_unreachable += 1
-    for k in range(size):
-        self.pair_keys[k] = self.pairs[k].key
-        self.pair_vals[k] = self.pairs[k].merged
     _sync(self)
     return 0
 
 
-cdef int _build_step3_filter(Vocab self) except -1 nogil:
+cdef int _build_step3_filter(Vocab self, vector[uint32_t]& first2) except -1 nogil:
     # step3_filter: one bit (of 16 or more per key, so ~6% false positives at most) for every trie
     # key whose parent node is spelled by two bytes, i.e. every third byte a walk can take.
     cdef vector[uint8_t] depth2
@@ -464,8 +443,8 @@ cdef int _build_step3_filter(Vocab self) except -1 nogil:
     cdef uint32_t bits = 12
     depth2.assign(self.node_token.size(), 0)
     for k in range(65536):
-        if self.first2[k] != NO_TOKEN:
-            depth2[self.first2[k]] = 1
+        if first2[k] != NO_TOKEN:
+            depth2[first2[k]] = 1
     for k in range(self.trie.size()):
         key = self.trie[k].key
         if key != 0 and depth2[(key >> 8) - 1]:
@@ -485,6 +464,7 @@ cdef int _build_step3_filter(Vocab self) except -1 nogil:
 cdef int _build_fast(Vocab self) except -1 nogil:
     # The cache-friendly twins of the tables above (VocabView.pieces, trie, byte_token, first2x).
     cdef uint64_t size, slot, k, head
+    cdef vector[uint32_t] first2
     cdef uint32_t i, length, bits = 4, node
     cdef const uint8_t* p
     cdef uint8_t byte_value
@@ -513,7 +493,7 @@ cdef int _build_fast(Vocab self) except -1 nogil:
         if length > 8:
             memcpy(&self.piece_tails[slot], p + length - 8, 8)
     self.view.piece_shift = 64 - bits
-    # trie: same slots as trie_keys, with the child's token inline
+    # trie: the child's token inline
     for k in range(self.trie.size()):
         self.trie[k].token = self.node_token[self.trie[k].child] if self.trie[k].key != 0 else NO_TOKEN
     _sync(self)
@@ -521,15 +501,16 @@ cdef int _build_fast(Vocab self) except -1 nogil:
     for k in range(256):
         byte_value = k
         self.byte_token[k] = lookup_any(&self.view, &byte_value, 1)
-    self.first2.assign(65536, NO_TOKEN)
+    # first2: the trie node spelled by two bytes, a build-time table (first2x keeps it in its low half)
+    first2.assign(65536, NO_TOKEN)
     self.first2x.assign(65536, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
     for k in range(65536):
         node = self.root_child[k >> 8]
         if node != NO_TOKEN:
-            self.first2[k] = trie_child(&self.view, node, k & 0xFF)
-            if self.first2[k] != NO_TOKEN:
-                self.first2x[k] = self.first2[k] | (<uint64_t>self.node_token[self.first2[k]] << 32)
-    _build_step3_filter(self)
+            first2[k] = trie_child(&self.view, node, k & 0xFF)
+            if first2[k] != NO_TOKEN:
+                self.first2x[k] = first2[k] | (<uint64_t>self.node_token[first2[k]] << 32)
+    _build_step3_filter(self, first2)
     # which pairs of single-byte tokens merge (the pair table's answer, asked once per byte pair)
     self.byte_pair_merge.assign(1024, 0)
     for k in range(65536):
@@ -620,8 +601,9 @@ cdef class Vocab:
     - ``next_prefix``: the longest reachable token that is a strict prefix of ``i``.
     - ``reachable``: 1 when BPE on ``i``'s bytes alone yields ``i``; other tokens never appear in
       any encoding and are left out of the trie and of whole-piece lookups.
-    - ``bytes_table``: hash of the bytes -> ``i``; ``pair_keys``/``pair_vals``: merge table;
-      ``root_child``, ``trie_keys``/``trie_vals``, ``node_token``: the longest-match trie.
+    - ``bytes_table``: hash of the bytes -> ``i``; ``pairs``: merge table, (left, right) ->
+      merged token; ``root_child``, ``trie`` (key, child, child's token), ``node_token``: the
+      longest-match trie.
     - ``spine_ends``: for ``i``, the base token at the bottom of its split_right chain and the
       lowest-ranked merged token on that chain (``NO_TOKEN`` when ``i`` is a base token), and the
       same down split_left; ``byte_pair_merge``: bit ``a << 8 | b`` set when the single-byte
@@ -725,35 +707,6 @@ cdef class Vocab:
                 k += 1
             out[i] = k if k < _STEPS_SEARCH else _STEPS_SEARCH
         return bytes(out)
-
-    cdef _shrink_trie(self):
-        """Re-insert the trie into a table sized by its node count (load factor <= 0.5)."""
-        _rehash_trie(self, _table_size(self.node_token.size()))
-        _trie_split_keys(self)
-
-    cdef _build_fast_tables(self):
-        """The cache-friendly twins of the tables above (VocabView.pieces, trie, pairs, byte_token)."""
-        _build_fast(self)
-        _sync(self)
-
-    cdef _compute_next_prefix(self):
-        """next_prefix from the trie, one walk down per token (the build uses the parent links)."""
-        cdef uint32_t i, j, node, t, best, length
-        cdef const uint8_t* p
-        for i in range(self.n_tokens):
-            p = &self.all_bytes[0] + self.token_starts[i]
-            length = self.token_starts[i + 1] - self.token_starts[i]
-            best = NO_TOKEN
-            node = self.root_child[p[0]]
-            for j in range(1, length):
-                t = self.node_token[node]
-                if t != NO_TOKEN:
-                    best = t
-                node = trie_child(&self.view, node, p[j])
-            self.next_prefix[i] = best
-
-    cdef _sync_view(self):
-        _sync(self)
 
     cdef object _rank(self, uint32_t i):
         return self.ids[i] if self.ids.size() else i

@@ -41,31 +41,18 @@ from service.schemas import ErrorResponse  # noqa: E402
 log = logging.getLogger("bpesvc")
 EXIT_LOAD_FAILED = 3  # uvicorn's own code for a failed start-up
 
-_SHIPPED_PATTERNS = {
-    "cl100k": "CL100K_PATTERN",
-    "cl100k_base": "CL100K_PATTERN",
-    "o200k": "O200K_PATTERN",
-    "o200k_base": "O200K_PATTERN",
-    "r50k": "R50K_PATTERN",
-    "r50k_base": "R50K_PATTERN",
-    "gpt2": "R50K_PATTERN",
-}
-
 
 def load_encodings(settings: Settings) -> dict[str, Encoding]:
     """Every encoding the settings ask for, by name; raises (VocabError, ValueError) on a bad one."""
-    from bpecore import registry
+    from bpecore.patterns import resolve_pattern
 
     out: dict[str, Encoding] = {}
     names = settings.encodings if settings.encodings is not None else bpecore.list_encodings()
     for name in names:
         out[name] = bpecore.get_encoding(name)
     for spec in settings.tiktoken_files:
-        pattern = spec.pattern
-        if pattern in _SHIPPED_PATTERNS:
-            pattern = getattr(registry, _SHIPPED_PATTERNS[pattern])
         enc = bpecore.load_tiktoken(
-            spec.path, name=spec.name, pattern=pattern, special_tokens=spec.special_tokens,
+            spec.path, name=spec.name, pattern=resolve_pattern(spec.pattern), special_tokens=spec.special_tokens,
             expected_sha256=spec.sha256,
         )
         out[enc.name] = enc

@@ -41,7 +41,7 @@ def test_stub_names_exist_in_module(name):
                         assert hasattr(cls, item.name), f"{name}.{node.name}.{item.name}"
 
 
-@pytest.mark.parametrize("name", ["encoding", "registry", "interval", "appendable"])
+@pytest.mark.parametrize("name", ["encoding", "registry", "patterns", "interval", "appendable"])
 def test_docstring_examples(name):
     module = importlib.import_module(f"bpecore.{name}")
     globs = {"get_encoding": importlib.import_module("bpecore").get_encoding}
@@ -61,3 +61,54 @@ def test_docstring_examples(name):
     for t in tests:
         runner.run(t)
     assert runner.failures == 0
+
+
+def _bpecore_imports(path: Path) -> set[str]:
+    """The bpecore modules ``path`` imports, at module level or inside functions (not for types only)."""
+    found: set[str] = set()
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "bpecore":
+            if node.module == "bpecore":
+                found.update(alias.name for alias in node.names if (PACKAGE / f"{alias.name}.py").exists())
+            else:
+                found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("bpecore."))
+    return found - {path.stem}
+
+
+def test_python_modules_import_one_way():
+    # No import circle among the Python modules (encoding <- registry, export <- encoding, ...):
+    # each can be read and imported knowing only the modules below it.
+    graph = {p.stem: _bpecore_imports(p) for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == 1:
+            raise AssertionError("import circle: " + " -> ".join(path[path.index(name):] + [name]))
+        if state.get(name) == 2 or name not in graph:
+            return
+        state[name] = 1
+        for dep in sorted(graph[name]):
+            visit(dep, path + [name])
+        state[name] = 2
+
+    for name in sorted(graph):
+        visit(name, [])
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"))
+def test_module_imports_alone(name):
+    # bpecore/__init__ not run: the module's own imports must be enough, in any order
+    code = (
+        "import importlib.util, sys, types\n"
+        "pkg = types.ModuleType('bpecore')\n"
+        "pkg.__path__ = list(importlib.util.find_spec('bpecore').submodule_search_locations)\n"
+        "sys.modules['bpecore'] = pkg\n"
+        f"import bpecore.{name}\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,13 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import bpecore
-from bpecore import export, reference
+from bpecore import export, reference, registry
+from bpecore import training as train_module
 from bpecore.registry import CL100K_PATTERN, O200K_PATTERN
-from bpecore.train import SUPERBPE_PATTERN, default_superbpe_transition, train
 from bpecore.trainer import Trainer
-
-# the module, even once bpecore/__init__ re-exports the function ``train`` under the same name
-train_module = importlib.import_module("bpecore.train")
+from bpecore.training import SUPERBPE_PATTERN, default_superbpe_transition, train
 
 MIXED = ["english", "code", "multilingual"]
 
@@ -158,7 +156,7 @@ def test_encoder_equals_reference_on_held_out(trained, kind):
 def test_roundtrip_tiktoken_file(trained, kind, tmp_path):
     enc, held = trained[0][kind], trained[1]
     path = export.save_tiktoken(enc, tmp_path / "t.tiktoken")
-    again = export.load_saved(path)
+    again = registry.load_saved(path)
     assert again.mergeable_ranks == enc.mergeable_ranks
     assert again.pattern == enc.pattern and again.special_tokens == enc.special_tokens
     assert again.encode(held + "<|endoftext|>", allowed_special="all") == enc.encode(held + "<|endoftext|>", allowed_special="all")
@@ -275,6 +273,13 @@ def test_cli_main(corpus_files, tmp_path, capsys):
     assert train_module.main([*corpus_files, "--vocab-size", "800", "-o", str(out), "--quiet", "--workers", "2"]) == 0
     summary = capsys.readouterr().out
     assert "merges/s" in summary and "bytes/token" in summary
-    enc = export.load_saved(out / "mytok.tiktoken")
+    enc = registry.load_saved(out / "mytok.tiktoken")
     assert enc.n_vocab == 800 and enc.special_tokens == {"<|endoftext|>": 799}
     assert bpecore.load_hf(out / "tokenizer.json").mergeable_ranks == enc.mergeable_ranks
+
+
+def test_bpecore_train_is_the_function():
+    # the module is bpecore.training: ``bpecore.train`` is only ever the function
+    assert bpecore.train is train is train_module.train
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("bpecore.train")

@@ -34,15 +34,13 @@ from typing import Iterable, Iterator, Sequence
 
 import regex
 
+from bpecore._progress import Progress
 from bpecore.encoding import Encoding
-from bpecore.registry import CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN
+from bpecore.patterns import resolve_pattern
 from bpecore.pretokenize import pattern_kind
 from bpecore.trainer import Trainer
 from bpecore.trainer import count_pieces as _count_scanned
 from bpecore._text import utf8
-
-#: Named patterns ``train`` accepts besides a custom regex.
-PATTERNS = {"o200k": O200K_PATTERN, "cl100k": CL100K_PATTERN, "r50k": R50K_PATTERN, "gpt2": R50K_PATTERN}
 
 _MARK = r"[^\s\p{L}\p{N}]"  # one punctuation or symbol character
 #: SuperBPE stage-2 pre-tokenization (Liu et al. 2025, "SuperBPE: Space Travel for Language
@@ -324,41 +322,9 @@ def _count_all(
     return totals, total_bytes
 
 
-# ----------------------------------------------------------------------------- progress
-class _Progress:
-    """One-line progress on stderr: ``label: done/total unit  rate``."""
-
-    def __init__(self, label: str, total: float | None, unit: str, scale: float = 1.0, stream=sys.stderr):
-        self.label, self.total, self.unit, self.scale, self.stream = label, total, unit, scale, stream
-        self.start = time.perf_counter()
-        self.last = 0.0
-
-    def __call__(self, done: float, force: bool = False) -> None:
-        now = time.perf_counter()
-        if not force and now - self.last < 0.2:
-            return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9) / self.scale
-        shown = done / self.scale
-        total = f"/{self.total / self.scale:.1f}" if self.total else ""
-        pct = f" {100 * done / self.total:5.1f}%" if self.total else ""
-        self.stream.write(f"\r{self.label}: {shown:.1f}{total} {self.unit}{pct}  {rate:.1f} {self.unit}/s   ")
-        self.stream.flush()
-
-    def close(self, done: float) -> None:
-        self(done, force=True)
-        self.stream.write("\n")
-
-
 # ----------------------------------------------------------------------------- train
 def _is_path(x) -> bool:
     return isinstance(x, (os.PathLike, FileSlice)) or (isinstance(x, str) and os.path.isfile(x))
-
-
-def _resolve_pattern(pattern: str | None) -> str | None:
-    if pattern is None:
-        return None
-    return PATTERNS.get(pattern, pattern)
 
 
 def train(
@@ -379,8 +345,9 @@ def train(
             documents. A ``str`` is a path when such a file exists; a list is of paths when every
             item is one.
         vocab_size: total number of ids: 256 byte tokens + merges + special tokens.
-        pattern: ``"o200k"``, ``"cl100k"``, ``"r50k"`` or a regex (``regex`` module syntax);
-            ``None`` makes each document one piece.
+        pattern: a name of ``bpecore.patterns.NAMED_PATTERNS`` (``"o200k"``, ``"cl100k"``,
+            ``"r50k"``, ...) or a regex (``regex`` module syntax); ``None`` makes each document
+            one piece.
         special_tokens: ``{string: id}``, or a list of strings given the ids after the BPE ids.
             Their strings in the input delimit documents and are not trained on.
         min_frequency: stop when the most frequent pair occurs fewer times.
@@ -399,7 +366,7 @@ def train(
     >>> [enc.decode([t]) for t in range(256, enc.n_vocab)]
     ['lo', 'low', ' low', ' lowe']
     """
-    pattern = _resolve_pattern(pattern)
+    pattern = resolve_pattern(pattern)
     if isinstance(files, (str, os.PathLike, FileSlice)):
         if not _is_path(files):
             raise FileNotFoundError(f"no such file: {files}")
@@ -428,7 +395,7 @@ def train(
     if workers is None:
         # below two chunks a second process costs more (fork, pickling) than it saves
         workers = 1 if total is not None and total <= 2 * CHUNK_BYTES else (os.cpu_count() or 1)
-    bar = _Progress("pre-tokenize", total, "MB", 1e6) if progress else None
+    bar = Progress("pre-tokenize", total, "MB", 1e6) if progress else None
     counts, report.input_bytes = _count_all(sources, texts, patterns, specials, workers, bar)
     if bar:
         bar.close(report.input_bytes)
@@ -437,7 +404,7 @@ def train(
     report.pretokenize_seconds = t1 - t0
 
     first = n_merges if superbpe_transition is None else min(n_merges, superbpe_transition)
-    bar = _Progress("merges", n_merges, "k", 1e3) if progress else None
+    bar = Progress("merges", n_merges, "k merges", 1e3) if progress else None
     trainer = Trainer([bytes([b]) for b in range(256)], min_frequency)
     trainer.add_pieces(counts[0])
     del counts[0]
