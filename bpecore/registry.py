@@ -1,8 +1,8 @@
 """Named encodings: the shipped ones (vocab files inside the package, SHA-256 checked) and loaders.
 
 ``get_encoding(name)`` builds an encoding once per process (under a lock) and caches it.
-Shipped: cl100k_base, o200k_base, o200k_harmony. r50k_base/p50k_base/gpt2 are not shipped: their
-rank files are not in any package the registries offer; load them with ``load_tiktoken``.
+Shipped: cl100k_base, o200k_base, o200k_harmony, and the GPT-2 family r50k_base, gpt2, p50k_base,
+p50k_edit (tiktoken's names, ranks, patterns and specials).
 """
 
 from __future__ import annotations
@@ -143,6 +143,34 @@ ENCODING_CONSTRUCTORS: dict[str, Callable[[], Encoding]] = {
         | {f"<|reserved_{i}|>": i for i in (200000, 200001, 200004, 200009, 200010, 200011, *range(200013, 201088))},
     ),
 }
+
+# GPT-2's ranks (r50k_base, gpt2) and the same plus runs of 2..25 spaces (p50k_base, p50k_edit), with
+# tiktoken's specials and sizes; rank files from the openai-whisper distribution (data/LICENSE.gpt2-ranks).
+def _shipped_sized(name: str, filename: str, special_tokens: dict[str, int], n_vocab: int | None) -> Callable[[], Encoding]:
+    def build() -> Encoding:
+        vocab, digest = _shipped_vocab(filename)
+        enc = Encoding(name, None, R50K_PATTERN, special_tokens, explicit_n_vocab=n_vocab, vocab=vocab)
+        enc.vocab_sha256 = digest
+        return enc
+
+    return build
+
+
+ENCODING_CONSTRUCTORS.update(
+    {
+        "gpt2": _shipped_sized("gpt2", "r50k_base.tiktoken", {ENDOFTEXT: 50256}, 50257),
+        "r50k_base": _shipped_sized("r50k_base", "r50k_base.tiktoken", {ENDOFTEXT: 50256}, 50257),
+        "p50k_base": _shipped_sized("p50k_base", "p50k_base.tiktoken", {ENDOFTEXT: 50256}, 50281),
+        "p50k_edit": _shipped_sized(
+            "p50k_edit",
+            "p50k_base.tiktoken",
+            {ENDOFTEXT: 50256, FIM_PREFIX: 50281, FIM_MIDDLE: 50282, FIM_SUFFIX: 50283},
+            None,
+        ),
+    }
+)
+# The shipped constructors: an encoding ``get_encoding`` built from one of these pickles by name.
+_SHIPPED_CONSTRUCTORS: dict[str, Callable[[], Encoding]] = dict(ENCODING_CONSTRUCTORS)
 
 _cache: dict[str, Encoding] = {}
 _lock = threading.Lock()
