@@ -176,9 +176,20 @@ _cache: dict[str, Encoding] = {}
 _lock = threading.Lock()
 
 
+def _pickles_by_name(enc: Encoding) -> bool:
+    """Whether ``enc`` is what ``get_encoding(enc.name)`` gives in any process (a shipped encoding)."""
+    constructor = _SHIPPED_CONSTRUCTORS.get(enc.name)
+    return constructor is not None and ENCODING_CONSTRUCTORS.get(enc.name) is constructor and _cache.get(enc.name) is enc
+
+
 def list_encodings() -> list[str]:
     """Names ``get_encoding`` accepts: the shipped encodings plus any registered ones."""
     return sorted(ENCODING_CONSTRUCTORS)
+
+
+def list_encoding_names() -> list[str]:
+    """tiktoken's name for ``list_encodings``: the names ``get_encoding`` accepts."""
+    return list_encodings()
 
 
 def get_encoding(name: str) -> Encoding:
