@@ -1,8 +1,8 @@
 """Writing vocabularies: `.tiktoken` rank files (+ a JSON sidecar) and Hugging Face `tokenizer.json`.
 
 ``save_tiktoken(enc, "x.tiktoken")`` writes one ``<base64 token> <rank>`` line per token in rank
-order and ``x.tiktoken.json`` with the name, pattern and special tokens, so that
-``load_tiktoken(path, **sidecar)`` (or ``load_saved(path)``) rebuilds the same encoding.
+order and ``x.tiktoken.json`` with the name, pattern and special tokens, so that ``load_tiktoken(path)``
+(which reads the sidecar) rebuilds the same encoding.
 
 ``save_hf(enc, "tokenizer.json")`` writes a byte-level BPE model: the vocab through GPT-2's
 ``bytes_to_unicode`` map, one merge per non-byte token in rank order (the pair BPE-by-rank forms
@@ -66,9 +66,9 @@ def load_saved(path: str | os.PathLike) -> Encoding:
     """The Encoding ``save_tiktoken`` wrote to ``path`` (rank file + sidecar)."""
     from bpecore.registry import load_tiktoken
 
-    with open(sidecar_path(path), encoding="utf-8") as f:
-        meta = json.load(f)
-    return load_tiktoken(path, name=meta["name"], pattern=meta["pattern"], special_tokens=meta["special_tokens"])
+    if not os.path.isfile(sidecar_path(path)):
+        raise FileNotFoundError(f"{sidecar_path(path)}: no sidecar beside {os.fspath(path)}")
+    return load_tiktoken(path)  # reads the sidecar
 
 
 def hf_json(enc: Encoding) -> dict:

@@ -219,18 +219,81 @@ def register_encoding(enc: Encoding) -> None:
         _cache[enc.name] = enc
 
 
+_FROM_SIDECAR = object()  # load_tiktoken's pattern when the caller gives none
+
+
+def _sidecar(path: str | os.PathLike) -> dict:
+    """The JSON sidecar ``save_tiktoken`` writes beside a rank file (``{}`` when there is none)."""
+    import json
+
+    sidecar = os.fspath(path) + ".json"
+    if not os.path.isfile(sidecar):
+        return {}
+    try:
+        with open(sidecar, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise VocabError(f"{sidecar}: cannot read the sidecar of {os.fspath(path)}: {e}") from e
+    ok = (
+        isinstance(meta, dict)
+        and isinstance(meta.get("name", ""), str)
+        and (meta.get("pattern") is None or isinstance(meta["pattern"], str))
+        and isinstance(meta.get("special_tokens", {}), dict)
+        and all(isinstance(k, str) and type(v) is int for k, v in meta.get("special_tokens", {}).items())
+    )
+    if not ok:
+        raise VocabError(f"{sidecar}: expected {{name: str, pattern: str | null, special_tokens: {{str: int}}}}")
+    return meta
+
+
+def resolve_encoding(name_or_path: str | os.PathLike) -> Encoding:
+    """The encoding a command line or setting names: a ``get_encoding`` name, else a vocab file.
+
+    A file is read by its kind: a Hugging Face ``tokenizer.json`` (or a directory holding one), a
+    ``save_tiktoken`` sidecar (``x.tiktoken.json``: its rank file is loaded), or a `.tiktoken`
+    rank file (plain or gzip; its sidecar is read when present). Unknown names that are not
+    files raise ValueError, as ``get_encoding`` does.
+    """
+    spec = os.fspath(name_or_path)
+    if spec in ENCODING_CONSTRUCTORS or not os.path.exists(spec):
+        return get_encoding(spec)
+    if os.path.isdir(spec):
+        return load_hf(os.path.join(spec, "tokenizer.json"))
+    if spec.endswith(".json"):
+        rank_file = spec[: -len(".json")]
+        if os.path.isfile(rank_file) and not _looks_like_json(rank_file):
+            return load_tiktoken(rank_file)
+        return load_hf(spec)
+    return load_tiktoken(spec)
+
+
+def _looks_like_json(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(64).lstrip()[:1] == b"{"
+
+
 def load_tiktoken(
     path: str | os.PathLike,
     *,
     name: str | None = None,
-    pattern: str | None = CL100K_PATTERN,
+    pattern: str | None = _FROM_SIDECAR,  # type: ignore[assignment]
     special_tokens: dict[str, int] | None = None,
     expected_sha256: str | None = None,
 ) -> Encoding:
     """An encoding from a `.tiktoken` rank file (plain or gzip) with the caller's pattern and specials.
 
+    What the caller leaves out (``name``, ``pattern``, ``special_tokens``) comes from the
+    ``path + ".json"`` sidecar that ``save_tiktoken`` writes, when there is one; else the name is
+    the file's up to its first dot, the pattern cl100k's and there are no special tokens.
     ``pattern=None`` makes the whole text one piece.
     """
+    meta = _sidecar(path)
+    if name is None:
+        name = meta.get("name")
+    if pattern is _FROM_SIDECAR:
+        pattern = meta["pattern"] if "pattern" in meta else CL100K_PATTERN
+    if special_tokens is None:
+        special_tokens = meta.get("special_tokens")
     data = read_file(path)
     digest = hashlib.sha256(data).hexdigest()
     if expected_sha256 is not None and digest != expected_sha256:
