@@ -46,9 +46,15 @@ def test_other_encodings_pickle_by_value(trained, toy_encoding):
                 assert back.encode(text) == enc.encode(text)
 
 
-def test_registered_encoding_pickles_by_value(trained):
+def test_registered_encoding_pickles_by_value(trained, monkeypatch):
+    from bpecore import registry
+
+    # Registered in copies of the registry's tables, so that other tests do not see the name.
+    monkeypatch.setattr(registry, "ENCODING_CONSTRUCTORS", dict(registry.ENCODING_CONSTRUCTORS))
+    monkeypatch.setattr(registry, "_cache", dict(registry._cache))
     enc = bpecore.Encoding("pickle_registered", trained._mergeable_ranks, trained.pattern, trained.special_tokens)
     bpecore.register_encoding(enc)
+    assert bpecore.get_encoding("pickle_registered") is enc
     back = pickle.loads(pickle.dumps(enc))  # a new process would not know the name
     assert back is not enc and back.encode("the lazy fox") == enc.encode("the lazy fox")
 
