@@ -413,7 +413,7 @@ class Encoding:
 
     def encode_batch(
         self,
-        texts: Sequence[str],
+        text: Sequence[str],
         *,
         num_threads: int = 8,
         allowed_special: AllowedSpecial = frozenset(),
@@ -427,7 +427,7 @@ class Encoding:
         >>> get_encoding("cl100k_base").encode_batch(["hello world", "hi<|endoftext|>"], allowed_special="all")
         [[15339, 1917], [6151, 100257]]
         """
-        texts = list(texts)
+        texts = list(text)
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
         candidates = self._may_hold_special(texts, allowed | disallowed) if allowed or disallowed else []
         if disallowed:
@@ -469,9 +469,9 @@ class Encoding:
             del out[len(texts) :]
         return out
 
-    def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[list[int]]:
-        """``encode_ordinary`` over many texts, in threads."""
-        return self._run_chunks(list(texts), num_threads, False)
+    def encode_ordinary_batch(self, text: Sequence[str], *, num_threads: int = 8) -> list[list[int]]:
+        """``encode_ordinary`` over many texts, in threads (``text``: the list, as tiktoken names it)."""
+        return self._run_chunks(list(text), num_threads, False)
 
     def count_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[int]:
         """``count`` over many texts, in threads.
@@ -749,16 +749,16 @@ class Encoding:
                 n += 1
         return n
 
-    def _encode_bytes(self, data: bytes) -> list[int]:
+    def _encode_bytes(self, text: bytes) -> list[int]:
         """Encode bytes that may not be UTF-8: the valid prefix as text, the rest with the end of
         the prefix's last piece as one BPE piece (what tiktoken does)."""
         try:
-            return self.encode_ordinary(data.decode("utf-8"))
+            return self.encode_ordinary(text.decode("utf-8"))
         except UnicodeDecodeError as e:
             valid = e.start
-        tokens, n = self._encode_last_piece(data[:valid].decode("utf-8"), frozenset())
+        tokens, n = self._encode_last_piece(text[:valid].decode("utf-8"), frozenset())
         n = self._widen_over_spaces(tokens, n)
-        rest = data[valid:]
+        rest = text[valid:]
         if tokens and n > 0:
             rest = self.decode_bytes(tokens[len(tokens) - n :]) + rest
             del tokens[len(tokens) - n :]

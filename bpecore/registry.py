@@ -198,6 +198,8 @@ def get_encoding(name: str) -> Encoding:
     >>> get_encoding("cl100k_base").name
     'cl100k_base'
     """
+    if not isinstance(name, str):
+        raise ValueError(f"Expected a string in get_encoding, got {type(name)}")
     enc = _cache.get(name)
     if enc is not None:
         return enc

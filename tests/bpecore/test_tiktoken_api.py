@@ -46,6 +46,23 @@ def test_module_functions():
     }
     with pytest.raises(ValueError):
         bpecore.get_encoding("nope")
+    with pytest.raises(ValueError, match="Expected a string"):
+        bpecore.get_encoding(["cl100k_base"])
+
+
+def test_signatures_match_tiktoken():
+    import inspect
+
+    for name in ("encode", "encode_ordinary", "encode_batch", "encode_ordinary_batch", "encode_to_numpy",
+                 "encode_with_unstable", "encode_single_token", "decode", "decode_bytes", "decode_batch",
+                 "decode_bytes_batch", "decode_with_offsets", "decode_single_token_bytes", "decode_tokens_bytes",
+                 "token_byte_values", "is_special_token", "_encode_single_piece", "_encode_bytes"):
+        ours = inspect.signature(getattr(bpecore.Encoding, name)).parameters
+        theirs = inspect.signature(getattr(tiktoken.Encoding, name)).parameters
+        assert [(p.name, p.kind) for p in ours.values()] == [(p.name, p.kind) for p in theirs.values()], name
+        for p in theirs.values():
+            if p.default is not inspect.Parameter.empty:
+                assert ours[p.name].default == p.default or (p.default == set() and ours[p.name].default == frozenset()), (name, p.name)
 
 
 def test_every_public_name_of_tiktoken_encoding_exists():
