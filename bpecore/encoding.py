@@ -80,8 +80,6 @@ class _RecountingCounter:
         return (_rebuild_counter, (self._enc, "appendable", (self.bytes + self._decoder.getstate()[0],)))
 
 
-
-
 #: Each Encoding by ``id`` of its core, so that a counter (which holds only the core) pickles with
 #: its encoding. Weak: an entry goes with its Encoding, and a core's id is not reused while it lives.
 _OWNERS: "weakref.WeakValueDictionary[int, Encoding]" = weakref.WeakValueDictionary()
