@@ -8,8 +8,12 @@ from bpecore.chunker import chunk as chunk
 from bpecore.chunker import chunk_batch as chunk_batch
 from bpecore.encoding import Encoding as Encoding
 from bpecore.interval import IntervalCounter as IntervalCounter
+from bpecore.encoding import UnknownTokenError as UnknownTokenError
 from bpecore.load import VocabError as VocabError
+from bpecore.model import encoding_for_model as encoding_for_model
+from bpecore.model import encoding_name_for_model as encoding_name_for_model
 from bpecore.registry import get_encoding as get_encoding
+from bpecore.registry import list_encoding_names as list_encoding_names
 from bpecore.registry import list_encodings as list_encodings
 from bpecore.registry import load_hf as load_hf
 from bpecore.registry import load_tiktoken as load_tiktoken
@@ -34,4 +38,8 @@ __all__ = [
     "load_hf",
     "load_tiktoken",
     "register_encoding",
+    "UnknownTokenError",
+    "encoding_for_model",
+    "encoding_name_for_model",
+    "list_encoding_names",
 ]

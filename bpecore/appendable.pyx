@@ -86,9 +86,11 @@ cdef class AppendableCounter:
     cdef bint held      #: bytes of an unfinished character are waiting
     cdef PyObject* ints[16]       #: recently returned ints, by count % 16 (owned references or NULL)
     cdef Py_ssize_t int_vals[16]  #: their values (-1: empty)
+    cdef BacktrackEncoder encoder  #: for pickling only
 
     def __init__(self, BacktrackEncoder encoder, SuffixTrie trie):
         self.app = Appender(encoder, trie)
+        self.encoder = encoder
         self.input = _Utf8Input()
         for i in range(16):
             self.int_vals[i] = -1
@@ -173,6 +175,11 @@ cdef class AppendableCounter:
     def _state(self):
         """The engine's state (``appender.Appender._state``), for tests."""
         return self.app._state()
+
+    def __reduce__(self):
+        """Pickles by value: the bytes pushed so far (with any unfinished character) and the Encoding."""
+        from bpecore.encoding import _reduce_counter
+        return _reduce_counter(self.encoder, "appendable", (self.bytes + self.pending_bytes,))
 
 
 cdef class PrependableCounter:
@@ -276,3 +283,8 @@ cdef class PrependableCounter:
     @property
     def text(self):
         return self.bytes.decode("utf-8")
+
+    def __reduce__(self):
+        """Pickles by value: the text so far and the Encoding."""
+        from bpecore.encoding import _reduce_counter
+        return _reduce_counter(self.encoder, "prependable", (self.bytes,))

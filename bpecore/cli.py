@@ -40,12 +40,15 @@ def _read(path: str | None) -> str:
 
 
 def _encoding(name: str):
-    from bpecore.registry import get_encoding
+    """The encoding ``-e`` names: a name ``get_encoding`` knows, or a vocab file (``resolve_encoding``)."""
+    from bpecore.registry import resolve_encoding
 
     try:
-        return get_encoding(name)
+        return resolve_encoding(name)
     except (KeyError, ValueError) as e:
         raise _InputError(f"bpecore: {e}") from None
+    except OSError as e:
+        raise _InputError(f"bpecore: {name}: {e.strerror or e}") from None
 
 
 def _want_progress(flag: bool | None, n_chars: int) -> bool:
@@ -143,7 +146,7 @@ def _run_chunk(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------ plumbing
 def _encoding_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--encoding", "-e", default=DEFAULT_ENCODING, help=f"encoding name (default {DEFAULT_ENCODING})")
+    p.add_argument("--encoding", "-e", default=DEFAULT_ENCODING, help=f"encoding name, or a vocab file: .tiktoken (with its sidecar) or tokenizer.json (default {DEFAULT_ENCODING})")
 
 
 def _positive_int(s: str) -> int:

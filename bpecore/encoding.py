@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import AbstractSet, Collection, Iterable, Literal, Sequence
 
 import threading
+import weakref
 
 from bpecore._text import clean as _clean
 
@@ -26,6 +27,16 @@ _TRIE_LOCK = threading.Lock()
 
 AllowedSpecial = Literal["all"] | AbstractSet[str]
 DisallowedSpecial = Literal["all"] | Collection[str]
+
+
+class UnknownTokenError(KeyError, ValueError):
+    """A token id that is neither a rank nor a special token of the encoding.
+
+    A KeyError, as tiktoken raises there, and a ValueError, as bpecore always has.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 def _valid(text: str) -> str:
@@ -65,7 +76,67 @@ class _RecountingCounter:
     def bytes(self) -> bytes:
         return self.text.encode("utf-8")
 
+    def __reduce__(self):
+        return (_rebuild_counter, (self._enc, "appendable", (self.bytes + self._decoder.getstate()[0],)))
 
+
+#: Each Encoding by ``id`` of its core, so that a counter (which holds only the core) pickles with
+#: its encoding. Weak: an entry goes with its Encoding, and a core's id is not reused while it lives.
+_OWNERS: "weakref.WeakValueDictionary[int, Encoding]" = weakref.WeakValueDictionary()
+
+
+def _reduce_counter(core, kind: str, state: tuple):
+    """``__reduce__`` of a counter over ``core``: rebuilt by value (its text) with its Encoding."""
+    enc = _OWNERS.get(id(core))
+    if enc is None or enc._core is not core:
+        raise TypeError(
+            f"cannot pickle this {kind} counter: it was not made by an Encoding that still exists; "
+            "make counters with Encoding.interval_counter(), appendable_counter() or prependable_counter()"
+        )
+    return (_rebuild_counter, (enc, kind, state))
+
+
+def _rebuild_counter(enc: "Encoding", kind: str, state: tuple):
+    if kind == "interval":
+        text, piece_tables = state
+        return enc.interval_counter(text, piece_tables=piece_tables)
+    if kind == "prependable":
+        counter = enc.prependable_counter()
+    else:
+        counter = enc.appendable_counter()
+    if state[0]:
+        counter.push(state[0])
+    return counter
+
+
+def _rank_file(vocab: Vocab) -> bytes:
+    """``vocab`` as `.tiktoken` content (what ``Vocab.from_tiktoken`` reads back without the GIL)."""
+    import base64
+
+    return b"".join(
+        base64.b64encode(vocab.token_bytes(i)) + b" %d\n" % vocab.id_of_index(i) for i in range(len(vocab))
+    )
+
+
+def _encoding_from_state(state: dict) -> "Encoding":
+    from bpecore.load import tiktoken_vocab
+
+    enc = Encoding(state["name"], None, state["pattern"], state["special_tokens"], vocab=tiktoken_vocab(state["ranks"]))
+    enc.vocab_sha256 = state["vocab_sha256"]
+    return enc
+
+
+def _last_char(data: bytes) -> tuple[str, bytes] | None:
+    """The last character of ``data`` and its bytes, or None if ``data`` does not end in one."""
+    for size in range(1, min(4, len(data)) + 1):
+        tail = data[-size:]
+        if not 0x80 <= tail[0] < 0xC0:
+            try:
+                char = tail.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            return (char, tail) if len(char) == 1 else None
+    return None
 
 
 class Encoding:
@@ -111,9 +182,12 @@ class Encoding:
                 raise ValueError(f"special token {special!r} reuses id {tid} of a BPE token")
         if explicit_n_vocab is not None and explicit_n_vocab != self.max_token_value + 1:
             raise ValueError(f"explicit_n_vocab={explicit_n_vocab} but the ids end at {self.max_token_value}")
+        if explicit_n_vocab is not None and len(vocab) + len(self.special_tokens) != explicit_n_vocab:
+            raise ValueError(f"explicit_n_vocab={explicit_n_vocab} but there are {len(vocab) + len(self.special_tokens)} tokens")
         self._special_bytes = {tid: s.encode("utf-8") for s, tid in self.special_tokens.items()}
         self._special_set = frozenset(self.special_tokens)
         self.vocab_sha256: str | None = None
+        _OWNERS[id(self._core)] = self
 
     def __repr__(self) -> str:
         return f"<Encoding {self.name!r}>"
@@ -329,12 +403,15 @@ class Encoding:
             text_or_bytes = text_or_bytes.encode("utf-8")
         index = self._vocab.lookup(text_or_bytes)
         if index < 0:
+            special = self._special_by_bytes().get(text_or_bytes)
+            if special is not None:
+                return special
             raise KeyError(text_or_bytes)
         return self._vocab.id_of_index(index)
 
     def encode_batch(
         self,
-        texts: Sequence[str],
+        text: Sequence[str],
         *,
         num_threads: int = 8,
         allowed_special: AllowedSpecial = frozenset(),
@@ -348,7 +425,7 @@ class Encoding:
         >>> get_encoding("cl100k_base").encode_batch(["hello world", "hi<|endoftext|>"], allowed_special="all")
         [[15339, 1917], [6151, 100257]]
         """
-        texts = list(texts)
+        texts = list(text)
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
         candidates = self._may_hold_special(texts, allowed | disallowed) if allowed or disallowed else []
         if disallowed:
@@ -390,9 +467,9 @@ class Encoding:
             del out[len(texts) :]
         return out
 
-    def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[list[int]]:
-        """``encode_ordinary`` over many texts, in threads."""
-        return self._run_chunks(list(texts), num_threads, False)
+    def encode_ordinary_batch(self, text: Sequence[str], *, num_threads: int = 8) -> list[list[int]]:
+        """``encode_ordinary`` over many texts, in threads (``text``: the list, as tiktoken names it)."""
+        return self._run_chunks(list(text), num_threads, False)
 
     def count_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[int]:
         """``count`` over many texts, in threads.
@@ -418,9 +495,11 @@ class Encoding:
         try:
             return self._vocab.decode_bytes(tokens, self._special_bytes)
         except OverflowError:  # an id beyond the C integer range: as unknown as any other
-            raise ValueError(
+            raise UnknownTokenError(
                 f"a token id is not in this vocabulary (valid: 0..{len(self._vocab) - 1} and special tokens)"
             ) from None
+        except ValueError as e:
+            raise UnknownTokenError(str(e)) from None
 
     def decode(self, tokens: Iterable[int], errors: str = "replace") -> str:
         """The text of ``tokens``; invalid UTF-8 is replaced with U+FFFD (``errors`` as in bytes.decode)."""
@@ -433,9 +512,9 @@ class Encoding:
         return [self.decode_bytes([t]) for t in tokens]
 
     def token_byte_values(self) -> list[bytes]:
-        """The bytes of every mergeable token, in rank order."""
+        """The bytes of every mergeable token, sorted (tiktoken's order)."""
         v = self._vocab
-        return [v.token_bytes(i) for i in range(len(v))]
+        return sorted([v.token_bytes(i) for i in range(len(v))])
 
     def encode_piece(self, data: bytes) -> list[int]:
         """BPE of ``data`` as a single piece (no pre-tokenization)."""
@@ -536,6 +615,239 @@ class Encoding:
     def prependable_counter(self) -> PrependableCounter:
         """A counter whose ``push(s)`` puts ``s`` in front and returns the count of all text so far."""
         return PrependableCounter(self._core)
+
+    # ----------------------------------------------------------------- tiktoken's API
+    # Same names, signatures, results and errors as tiktoken 0.14's ``Encoding``.
+    @property
+    def _pat_str(self) -> str | None:
+        return self.pattern
+
+    @property
+    def _special_tokens(self) -> dict[str, int]:
+        return self.special_tokens
+
+    @property
+    def _mergeable_ranks(self) -> dict[bytes, int]:
+        """``mergeable_ranks``, built once per encoding (tiktoken keeps the dict it was given)."""
+        ranks = self.__dict__.get("_ranks")
+        if ranks is None:
+            ranks = self.__dict__["_ranks"] = self.mergeable_ranks
+        return ranks
+
+    def _special_by_bytes(self) -> dict[bytes, int]:
+        return {b: tid for tid, b in self._special_bytes.items()}
+
+    def is_special_token(self, token: int) -> bool:
+        """Whether ``token`` is the id of a special token.
+
+        >>> get_encoding("cl100k_base").is_special_token(100257)
+        True
+        """
+        assert isinstance(token, int)
+        return token in self._special_bytes
+
+    def encode_to_numpy(
+        self,
+        text: str,
+        *,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: DisallowedSpecial = "all",
+    ):
+        """``encode`` as a ``numpy`` uint32 array over the ids' buffer (numpy is imported here only)."""
+        import numpy as np
+
+        buffer = self.encode_to_buffer(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
+        return np.frombuffer(buffer, dtype=np.uint32)
+
+    def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
+        """The text of ``tokens`` and the character offset where each token starts.
+
+        A token that starts inside a character gets that character's offset. The bytes must be
+        valid UTF-8 (UnicodeDecodeError otherwise), as in tiktoken.
+
+        >>> get_encoding("cl100k_base").decode_with_offsets([15339, 1917])
+        ('hello world', [0, 5])
+        """
+        pieces = self.decode_tokens_bytes(tokens)
+        offsets = []
+        chars = 0
+        for piece in pieces:
+            starts_inside = 1 if piece and 0x80 <= piece[0] < 0xC0 else 0
+            offsets.append(max(0, chars - starts_inside))
+            chars += sum(1 for b in piece if not 0x80 <= b < 0xC0)
+        return b"".join(pieces).decode("utf-8", errors="strict"), offsets
+
+    def decode_batch(self, batch: Sequence[Sequence[int]], *, errors: str = "replace", num_threads: int = 8) -> list[str]:
+        """``decode`` of each token list (``num_threads`` is accepted for tiktoken's signature)."""
+        return [self.decode(tokens, errors=errors) for tokens in batch]
+
+    def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *, num_threads: int = 8) -> list[bytes]:
+        """``decode_bytes`` of each token list."""
+        return [self.decode_bytes(tokens) for tokens in batch]
+
+    def _encode_single_piece(self, text_or_bytes: str | bytes) -> list[int]:
+        """BPE of ``text_or_bytes`` as one piece (no pattern, no special tokens)."""
+        if isinstance(text_or_bytes, str):
+            text_or_bytes = text_or_bytes.encode("utf-8")
+        return self.encode_piece(text_or_bytes) if text_or_bytes else []
+
+    def _encode_only_native_bpe(self, text: str) -> list[int]:
+        """``encode_ordinary`` with the pattern run by the ``regex`` module (a cross-check)."""
+        import regex
+
+        if self.pattern is None:
+            return self._encode_single_piece(text)
+        out: list[int] = []
+        for piece in regex.findall(self.pattern, _valid(text)):
+            out += self._encode_single_piece(piece)
+        return out
+
+    def _regex(self):
+        compiled = self.__dict__.get("_compiled")
+        if compiled is None:
+            import regex
+
+            compiled = self.__dict__["_compiled"] = regex.compile(self.pattern)
+        return compiled
+
+    def _encode_last_piece(self, text: str, allowed: AbstractSet[str]) -> tuple[list[int], int]:
+        """``encode`` of ``text`` and the number of tokens of its last piece (0 if it ends in a
+        special token or is empty): the part that more text could change."""
+        text = _valid(text)
+        tokens = self.encode(text, allowed_special=allowed, disallowed_special=())
+        start = 0
+        while allowed:
+            found = self._find_special(text, allowed, start)
+            if found is None:
+                break
+            start = found[0] + len(found[1])
+        tail = text[start:]
+        if not tail:
+            return tokens, 0
+        if self.pattern is not None:
+            last = None
+            for last in self._regex().finditer(tail):
+                pass
+            if last is None:
+                return tokens, 0
+            tail = tail[last.start() :]
+        return tokens, len(self.encode_ordinary(tail))
+
+    def _widen_over_spaces(self, tokens: list[int], n: int) -> int:
+        """Count the whitespace-only tokens before a whitespace-only last piece into it: a split
+        before whitespace can vanish when text is added ("\\n" + " " can become "\\n \\n")."""
+
+        def all_space(token: int) -> bool:
+            if token in self._special_bytes:
+                return False
+            return all(b in b" \n\t" for b in self.decode_single_token_bytes(token))
+
+        if n > 0 and all_space(tokens[len(tokens) - n]):
+            while n < len(tokens) and all_space(tokens[len(tokens) - n - 1]):
+                n += 1
+        return n
+
+    def _encode_bytes(self, text: bytes) -> list[int]:
+        """Encode bytes that may not be UTF-8: the valid prefix as text, the rest with the end of
+        the prefix's last piece as one BPE piece (what tiktoken does)."""
+        try:
+            return self.encode_ordinary(text.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            valid = e.start
+        tokens, n = self._encode_last_piece(text[:valid].decode("utf-8"), frozenset())
+        n = self._widen_over_spaces(tokens, n)
+        rest = text[valid:]
+        if tokens and n > 0:
+            rest = self.decode_bytes(tokens[len(tokens) - n :]) + rest
+            del tokens[len(tokens) - n :]
+        if rest:
+            tokens += self._encode_single_piece(rest)
+        return tokens
+
+    def _sorted_tokens(self) -> tuple[list[bytes], list[int]]:
+        table = self.__dict__.get("_sorted")
+        if table is None:
+            pairs = sorted(self._mergeable_ranks.items())
+            table = self.__dict__["_sorted"] = ([b for b, _ in pairs], [r for _, r in pairs])
+        return table
+
+    def encode_with_unstable(
+        self,
+        text: str,
+        *,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: DisallowedSpecial = "all",
+    ) -> tuple[list[int], list[list[int]]]:
+        """The stable tokens of ``text`` and the token sequences that may continue them.
+
+        The stable tokens encode a prefix of ``text``; each completion, appended to them, decodes
+        to bytes that start with ``text``. As in tiktoken, the completions come in no set order.
+
+        >>> stable, completions = get_encoding("cl100k_base").encode_with_unstable("hello fanta")
+        >>> stable, [8755, 266] in completions
+        ([15339], True)
+        """
+        allowed = self._check_special(text, allowed_special, disallowed_special)
+        tokens, n = self._encode_last_piece(text, allowed)
+        if n == 0:
+            return tokens, []
+        n = self._widen_over_spaces(tokens, n)
+        unstable = self.decode_bytes(tokens[len(tokens) - n :])
+        del tokens[len(tokens) - n :]
+        if not unstable:
+            return tokens, []
+        import bisect
+
+        keys, ids = self._sorted_tokens()
+        completions: set[tuple[int, ...]] = set()
+        # Single tokens that start with the unstable bytes.
+        i = bisect.bisect_left(keys, unstable)
+        while i < len(keys) and keys[i].startswith(unstable):
+            completions.add((ids[i],))
+            i += 1
+        # A token straddling the end: each split of the unstable bytes, completed by every token
+        # that starts with its second half, re-encoded, cut once it covers the unstable bytes.
+        for cut in range(1, len(unstable)):
+            head, tail = unstable[:cut], unstable[cut:]
+            i = bisect.bisect_left(keys, tail)
+            while i < len(keys) and keys[i].startswith(tail):
+                candidate = head + keys[i]
+                try:
+                    encoded = self.encode_ordinary(candidate.decode("utf-8"))
+                except UnicodeDecodeError:
+                    encoded = self._encode_single_piece(candidate)
+                seq: list[int] = []
+                covered = 0
+                for token in encoded:
+                    seq.append(token)
+                    covered += len(self.decode_single_token_bytes(token))
+                    if covered >= len(unstable):
+                        break
+                completions.add(tuple(seq))
+                i += 1
+        # Trailing whitespace may split off when text is added ("\n\n" + "0" is "\n", "\n", "0").
+        if len(unstable) > 1:
+            last = _last_char(unstable)
+            if last is not None and len(unstable) > len(last[1]) and last[0].isspace() and last[0] not in "\x1c\x1d\x1e\x1f":
+                cut = len(unstable) - len(last[1])
+                completions.add(tuple(self._encode_single_piece(unstable[:cut]) + self._encode_single_piece(unstable[cut:])))
+        return tokens, [list(c) for c in completions]
+
+    # ----------------------------------------------------------------- pickle
+    def __reduce__(self):
+        """A shipped encoding from ``get_encoding`` pickles as its name; any other by value."""
+        from bpecore import registry
+
+        if registry._pickles_by_name(self):
+            return (registry.get_encoding, (self.name,))
+        state = {
+            "name": self.name,
+            "ranks": _rank_file(self._vocab),
+            "pattern": self.pattern,
+            "special_tokens": self.special_tokens,
+            "vocab_sha256": self.vocab_sha256,
+        }
+        return (_encoding_from_state, (state,))
 
     # ----------------------------------------------------------------- export
     def save_tiktoken(self, path) -> str:

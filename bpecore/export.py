@@ -1,9 +1,8 @@
 """Writing vocabularies: `.tiktoken` rank files (+ a JSON sidecar) and Hugging Face `tokenizer.json`.
 
 ``save_tiktoken(enc, "x.tiktoken")`` writes one ``<base64 token> <rank>`` line per token in rank
-order and ``x.tiktoken.json`` with the name, pattern and special tokens, so that
-``load_tiktoken(path, **sidecar)`` (or ``bpecore.registry.load_saved(path)``) rebuilds the same
-encoding.
+order and ``x.tiktoken.json`` with the name, pattern and special tokens, so that ``load_tiktoken(path)``
+(which reads the sidecar) rebuilds the same encoding.
 
 ``save_hf(enc, "tokenizer.json")`` writes a byte-level BPE model: the vocab through GPT-2's
 ``bytes_to_unicode`` map, one merge per non-byte token in rank order (the pair BPE-by-rank forms

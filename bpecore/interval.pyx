@@ -389,6 +389,11 @@ cdef class IntervalCounter:
     def __len__(self):
         return self.nchars
 
+    def __reduce__(self):
+        """Pickles by value: the text, the table choice and the Encoding; the pass reruns on load."""
+        from bpecore.encoding import _reduce_counter
+        return _reduce_counter(self.encoder, "interval", (self.text, self.tables))
+
     @property
     def total(self):
         """Tokens of the whole text."""

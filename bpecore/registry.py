@@ -1,8 +1,8 @@
 """Named encodings: the shipped ones (vocab files inside the package, SHA-256 checked) and loaders.
 
 ``get_encoding(name)`` builds an encoding once per process (under a lock) and caches it.
-Shipped: cl100k_base, o200k_base, o200k_harmony. r50k_base/p50k_base/gpt2 are not shipped: their
-rank files are not in any package the registries offer; load them with ``load_tiktoken``.
+Shipped: cl100k_base, o200k_base, o200k_harmony, and the GPT-2 family r50k_base, gpt2, p50k_base,
+p50k_edit (tiktoken's names, ranks, patterns and specials).
 """
 
 from __future__ import annotations
@@ -130,13 +130,52 @@ ENCODING_CONSTRUCTORS: dict[str, Callable[[], Encoding]] = {
     ),
 }
 
+# GPT-2's ranks (r50k_base, gpt2) and the same plus runs of 2..25 spaces (p50k_base, p50k_edit), with
+# tiktoken's specials and sizes; rank files from the openai-whisper distribution (data/LICENSE.gpt2-ranks).
+def _shipped_sized(name: str, filename: str, special_tokens: dict[str, int], n_vocab: int | None) -> Callable[[], Encoding]:
+    def build() -> Encoding:
+        vocab, digest = _shipped_vocab(filename)
+        enc = Encoding(name, None, R50K_PATTERN, special_tokens, explicit_n_vocab=n_vocab, vocab=vocab)
+        enc.vocab_sha256 = digest
+        return enc
+
+    return build
+
+
+ENCODING_CONSTRUCTORS.update(
+    {
+        "gpt2": _shipped_sized("gpt2", "r50k_base.tiktoken", {ENDOFTEXT: 50256}, 50257),
+        "r50k_base": _shipped_sized("r50k_base", "r50k_base.tiktoken", {ENDOFTEXT: 50256}, 50257),
+        "p50k_base": _shipped_sized("p50k_base", "p50k_base.tiktoken", {ENDOFTEXT: 50256}, 50281),
+        "p50k_edit": _shipped_sized(
+            "p50k_edit",
+            "p50k_base.tiktoken",
+            {ENDOFTEXT: 50256, FIM_PREFIX: 50281, FIM_MIDDLE: 50282, FIM_SUFFIX: 50283},
+            None,
+        ),
+    }
+)
+# The shipped constructors: an encoding ``get_encoding`` built from one of these pickles by name.
+_SHIPPED_CONSTRUCTORS: dict[str, Callable[[], Encoding]] = dict(ENCODING_CONSTRUCTORS)
+
 _cache: dict[str, Encoding] = {}
 _lock = threading.Lock()
+
+
+def _pickles_by_name(enc: Encoding) -> bool:
+    """Whether ``enc`` is what ``get_encoding(enc.name)`` gives in any process (a shipped encoding)."""
+    constructor = _SHIPPED_CONSTRUCTORS.get(enc.name)
+    return constructor is not None and ENCODING_CONSTRUCTORS.get(enc.name) is constructor and _cache.get(enc.name) is enc
 
 
 def list_encodings() -> list[str]:
     """Names ``get_encoding`` accepts: the shipped encodings plus any registered ones."""
     return sorted(ENCODING_CONSTRUCTORS)
+
+
+def list_encoding_names() -> list[str]:
+    """tiktoken's name for ``list_encodings``: the names ``get_encoding`` accepts."""
+    return list_encodings()
 
 
 def get_encoding(name: str) -> Encoding:
@@ -145,6 +184,8 @@ def get_encoding(name: str) -> Encoding:
     >>> get_encoding("cl100k_base").name
     'cl100k_base'
     """
+    if not isinstance(name, str):
+        raise ValueError(f"Expected a string in get_encoding, got {type(name)}")
     enc = _cache.get(name)
     if enc is not None:
         return enc
@@ -166,18 +207,80 @@ def register_encoding(enc: Encoding) -> None:
         _cache[enc.name] = enc
 
 
+_FROM_SIDECAR = object()  # load_tiktoken's pattern when the caller gives none
+
+
+def _sidecar(path: str | os.PathLike) -> dict:
+    """The JSON sidecar ``save_tiktoken`` writes beside a rank file (``{}`` when there is none)."""
+
+    sidecar = os.fspath(path) + ".json"
+    if not os.path.isfile(sidecar):
+        return {}
+    try:
+        with open(sidecar, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise VocabError(f"{sidecar}: cannot read the sidecar of {os.fspath(path)}: {e}") from e
+    ok = (
+        isinstance(meta, dict)
+        and isinstance(meta.get("name", ""), str)
+        and (meta.get("pattern") is None or isinstance(meta["pattern"], str))
+        and isinstance(meta.get("special_tokens", {}), dict)
+        and all(isinstance(k, str) and type(v) is int for k, v in meta.get("special_tokens", {}).items())
+    )
+    if not ok:
+        raise VocabError(f"{sidecar}: expected {{name: str, pattern: str | null, special_tokens: {{str: int}}}}")
+    return meta
+
+
+def resolve_encoding(name_or_path: str | os.PathLike) -> Encoding:
+    """The encoding a command line or setting names: a ``get_encoding`` name, else a vocab file.
+
+    A file is read by its kind: a Hugging Face ``tokenizer.json`` (or a directory holding one), a
+    ``save_tiktoken`` sidecar (``x.tiktoken.json``: its rank file is loaded), or a `.tiktoken`
+    rank file (plain or gzip; its sidecar is read when present). Unknown names that are not
+    files raise ValueError, as ``get_encoding`` does.
+    """
+    spec = os.fspath(name_or_path)
+    if spec in ENCODING_CONSTRUCTORS or not os.path.exists(spec):
+        return get_encoding(spec)
+    if os.path.isdir(spec):
+        return load_hf(os.path.join(spec, "tokenizer.json"))
+    if spec.endswith(".json"):
+        rank_file = spec[: -len(".json")]
+        if os.path.isfile(rank_file) and not _looks_like_json(rank_file):
+            return load_tiktoken(rank_file)
+        return load_hf(spec)
+    return load_tiktoken(spec)
+
+
+def _looks_like_json(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(64).lstrip()[:1] == b"{"
+
+
 def load_tiktoken(
     path: str | os.PathLike,
     *,
     name: str | None = None,
-    pattern: str | None = CL100K_PATTERN,
+    pattern: str | None = _FROM_SIDECAR,  # type: ignore[assignment]
     special_tokens: dict[str, int] | None = None,
     expected_sha256: str | None = None,
 ) -> Encoding:
     """An encoding from a `.tiktoken` rank file (plain or gzip) with the caller's pattern and specials.
 
+    What the caller leaves out (``name``, ``pattern``, ``special_tokens``) comes from the
+    ``path + ".json"`` sidecar that ``save_tiktoken`` writes, when there is one; else the name is
+    the file's up to its first dot, the pattern cl100k's and there are no special tokens.
     ``pattern=None`` makes the whole text one piece.
     """
+    meta = _sidecar(path)
+    if name is None:
+        name = meta.get("name")
+    if pattern is _FROM_SIDECAR:
+        pattern = meta["pattern"] if "pattern" in meta else CL100K_PATTERN
+    if special_tokens is None:
+        special_tokens = meta.get("special_tokens")
     data = read_file(path)
     digest = hashlib.sha256(data).hexdigest()
     if expected_sha256 is not None and digest != expected_sha256:
@@ -221,6 +324,6 @@ def load_hf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
 
 def load_saved(path: str | os.PathLike) -> Encoding:
     """The Encoding ``bpecore.export.save_tiktoken`` wrote to ``path`` (rank file + JSON sidecar)."""
-    with open(sidecar_path(path), encoding="utf-8") as f:
-        meta = json.load(f)
-    return load_tiktoken(path, name=meta["name"], pattern=meta["pattern"], special_tokens=meta["special_tokens"])
+    if not os.path.isfile(sidecar_path(path)):
+        raise FileNotFoundError(f"{sidecar_path(path)}: no sidecar beside {os.fspath(path)}")
+    return load_tiktoken(path)  # reads the sidecar

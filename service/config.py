@@ -22,9 +22,11 @@ class TiktokenFile(BaseModel):
     pattern: str | None = Field(
         default="cl100k",
         description="Pre-tokenization regex, or the name of a shipped one: 'cl100k', 'o200k', 'r50k'. "
-        "null makes the whole text one piece.",
+        "null makes the whole text one piece. Unset: the file's sidecar (path + '.json') if any, else cl100k.",
     )
-    special_tokens: dict[str, int] = Field(default_factory=dict, description="Special-token strings and their ids.")
+    special_tokens: dict[str, int] = Field(
+        default_factory=dict, description="Special-token strings and their ids. Unset: the file's sidecar if any, else none."
+    )
     sha256: str | None = Field(default=None, description="Expected SHA-256 of the (decompressed) file, checked at load.")
 
 
@@ -46,11 +48,17 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, description="Port `python -m service` listens on.")
     workers: int = Field(default=1, description="uvicorn worker processes (one per container is advised).")
     encodings: list[str] | None = Field(
-        default=None, description="Shipped encodings to load; default: every one bpecore ships."
+        default=None,
+        description="Encodings to load, by name or by vocab file path (a .tiktoken file, read with its "
+        "sidecar when present, or a tokenizer.json; served under its encoding's name); default: every one "
+        "bpecore ships.",
     )
     tiktoken_files: list[TiktokenFile] = Field(default_factory=list, description="Extra .tiktoken files to load.")
     hf_files: list[HFFile] = Field(default_factory=list, description="Extra tokenizer.json files to load.")
-    default_encoding: str = Field(default="cl100k_base", description="Encoding used when a request names none.")
+    default_encoding: str = Field(
+        default="cl100k_base",
+        description="Encoding used when a request names none: a name, or a vocab file path (loaded too).",
+    )
     load_in_background: bool = Field(
         default=True,
         description="Load encodings after the server starts listening (/readyz is 503 meanwhile); "

@@ -44,21 +44,33 @@ EXIT_LOAD_FAILED = 3  # uvicorn's own code for a failed start-up
 
 def load_encodings(settings: Settings) -> dict[str, Encoding]:
     """Every encoding the settings ask for, by name; raises (VocabError, ValueError) on a bad one."""
+    from bpecore import registry
     from bpecore.patterns import resolve_pattern
 
     out: dict[str, Encoding] = {}
     names = settings.encodings if settings.encodings is not None else bpecore.list_encodings()
     for name in names:
-        out[name] = bpecore.get_encoding(name)
+        enc = registry.resolve_encoding(name)  # a name, or a vocab file's path (keyed by its encoding's name)
+        out[name if name in registry.ENCODING_CONSTRUCTORS else enc.name] = enc
     for spec in settings.tiktoken_files:
+        pattern = resolve_pattern(spec.pattern)
+        if "pattern" not in spec.model_fields_set:
+            pattern = registry._FROM_SIDECAR  # the file's sidecar, else cl100k's
         enc = bpecore.load_tiktoken(
-            spec.path, name=spec.name, pattern=resolve_pattern(spec.pattern), special_tokens=spec.special_tokens,
+            spec.path, name=spec.name, pattern=pattern,
+            special_tokens=spec.special_tokens if "special_tokens" in spec.model_fields_set else None,
             expected_sha256=spec.sha256,
         )
         out[enc.name] = enc
     for spec in settings.hf_files:
         enc = bpecore.load_hf(spec.path, name=spec.name)
         out[enc.name] = enc
+    if settings.default_encoding not in out and settings.default_encoding not in registry.ENCODING_CONSTRUCTORS:
+        path = settings.default_encoding
+        if os.path.exists(path):  # a vocab file: loaded, and from now on named by its encoding's name
+            enc = registry.resolve_encoding(path)
+            out.setdefault(enc.name, enc)
+            settings.default_encoding = enc.name
     if settings.default_encoding not in out:
         raise ValueError(f"default_encoding {settings.default_encoding!r} is not among the loaded {sorted(out)}")
     return out

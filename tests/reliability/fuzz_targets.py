@@ -159,7 +159,7 @@ def gen_exact(rng: random.Random) -> tuple[str, str, int]:
 @lru_cache(maxsize=None)
 def token_table(name: str) -> dict[int, bytes]:
     enc = encoding(name)
-    table = {i: b for i, b in enumerate(enc.token_byte_values())}
+    table = {i: b for b, i in enc.mergeable_ranks.items()}
     table.update({i: s.encode() for s, i in enc.special_tokens.items()})
     return table
 
