@@ -834,12 +834,14 @@ class Encoding:
         return tokens, [list(c) for c in completions]
 
     # ----------------------------------------------------------------- pickle
+    #: ``(get_encoding, (name,))`` on an encoding the registry built from a shipped constructor
+    #: (set by ``bpecore.registry``, which sits above this module); None: pickle by value.
+    _reduce_as = None
+
     def __reduce__(self):
         """A shipped encoding from ``get_encoding`` pickles as its name; any other by value."""
-        from bpecore import registry
-
-        if registry._pickles_by_name(self):
-            return (registry.get_encoding, (self.name,))
+        if self._reduce_as is not None:
+            return self._reduce_as
         state = {
             "name": self.name,
             "ranks": _rank_file(self._vocab),

@@ -197,12 +197,17 @@ def get_encoding(name: str) -> Encoding:
             except KeyError:
                 raise ValueError(f"unknown encoding {name!r}; known: {', '.join(list_encodings())}") from None
             enc = _cache[name] = constructor()
+            if _pickles_by_name(enc):
+                enc._reduce_as = (get_encoding, (name,))
     return enc
 
 
 def register_encoding(enc: Encoding) -> None:
     """Make ``enc`` available to ``get_encoding(enc.name)`` (e.g. a loaded or trained vocab)."""
     with _lock:
+        old = _cache.get(enc.name)
+        if old is not None and old is not enc:
+            old._reduce_as = None  # its name now means another encoding: pickle it by value
         ENCODING_CONSTRUCTORS[enc.name] = lambda: enc
         _cache[enc.name] = enc
 
@@ -212,7 +217,6 @@ _FROM_SIDECAR = object()  # load_tiktoken's pattern when the caller gives none
 
 def _sidecar(path: str | os.PathLike) -> dict:
     """The JSON sidecar ``save_tiktoken`` writes beside a rank file (``{}`` when there is none)."""
-
     sidecar = os.fspath(path) + ".json"
     if not os.path.isfile(sidecar):
         return {}

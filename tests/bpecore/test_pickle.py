@@ -59,6 +59,20 @@ def test_registered_encoding_pickles_by_value(trained, monkeypatch):
     assert back is not enc and back.encode("the lazy fox") == enc.encode("the lazy fox")
 
 
+
+def test_shipped_encoding_replaced_by_registration_pickles_by_value(trained, monkeypatch):
+    from bpecore import registry
+
+    monkeypatch.setattr(registry, "ENCODING_CONSTRUCTORS", dict(registry.ENCODING_CONSTRUCTORS))
+    monkeypatch.setattr(registry, "_cache", dict(registry._cache))
+    shipped = bpecore.get_encoding("gpt2")
+    monkeypatch.setattr(shipped, "_reduce_as", shipped._reduce_as)  # restored after the test
+    other = bpecore.Encoding("gpt2", trained._mergeable_ranks, trained.pattern, trained.special_tokens)
+    bpecore.register_encoding(other)  # "gpt2" now names another encoding in this process
+    back = pickle.loads(pickle.dumps(shipped))
+    assert back is not other and back is not shipped
+    assert back.encode("hello world") == shipped.encode("hello world")
+
 def _counters(enc: bpecore.Encoding):
     text = "Hello wörld, this is a counter test. 1234 "
     ic = enc.interval_counter(text)
