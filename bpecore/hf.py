@@ -1,0 +1,596 @@
+"""Hugging Face ``tokenizer.json`` (byte-level BPE), encoded exactly as `tokenizers` encodes it.
+
+``load_hf(path)`` reads the file's four parts and reproduces each, or raises ``VocabError`` naming
+the part it cannot reproduce (never a silently different encoding):
+
+- model ``BPE``: merge priority is the position in ``merges``, not the id. The core works in rank
+  space (token ``i`` = the ``i``-th token formed, single bytes first) and the Vocab's id map
+  turns ranks into the file's ids at the boundary (``Vocab._assign_ids``), so encoding pays
+  nothing for it; counting never needs it. A file is accepted only when BPE by rank provably
+  makes the merges the list makes: every token's split found by BPE on its own bytes must be
+  the first merge of the list that forms it (README, "How it works"); ``ignore_merges``
+  (a piece that is a whole vocab token is that token) is honoured.
+- normalizers NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence of them;
+- pre-tokenizers Split (every ``behavior``, ``invert``), Digits, Punctuation, ByteLevel
+  (``add_prefix_space``, ``use_regex``) and a Sequence of any number of them, each stage
+  re-splitting the previous stage's pieces;
+- added tokens with their ``special``, ``normalized``, ``lstrip``, ``rstrip`` and ``single_word``
+  flags: non-special ones are cut out of ordinary text as `tokenizers` does; special ones are
+  read as text by ``encode_ordinary`` (`tokenizers` with ``encode_special_tokens=True``) and
+  become their ids in ``encode`` when allowed.
+
+Two paths. A file that is one regex split (Split ``Isolated`` + ByteLevel without regex, or
+ByteLevel alone), no normalizer, no non-special added token, no stripping flag and no
+``ignore_merges`` token outside the merges gets a plain ``Encoding``: the compiled scanners or the
+``regex`` fallback, and every exact operation. Anything else gets ``HFEncoding``: the pipeline
+runs in Python (``regex`` module, linear per stage) and each piece goes to the compiled BPE.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import unicodedata
+from typing import Any, Callable, Iterable, Sequence
+
+import regex
+
+from bpecore.encoding import Encoding, _valid
+from bpecore.load import GPT2_SPLIT_PATTERN, VocabError, bytes_to_unicode, read_file
+from bpecore.pretokenize import R50K_PATTERN
+from bpecore.vocab import Vocab
+
+_BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+#: Rust's ``char::is_numeric`` (Nd, Nl, No) and `tokenizers`' punctuation test (ASCII punctuation
+#: or a Unicode P* category), as one-character patterns: each matching character is one match.
+_DIGIT = r"\p{N}"
+_PUNCT = r"[\p{P}!-/:-@\[-`{-~]"
+
+_Piece = str
+_Stage = Callable[[list[_Piece]], list[_Piece]]
+
+
+# ---------------------------------------------------------------------------------- pre-tokenizers
+def _find_matches(rx: regex.Pattern, text: str, invert: bool) -> list[tuple[int, int, bool]]:
+    """(start, end, is_match) segments covering ``text``, as `tokenizers`' ``Pattern::find_matches``."""
+    if not text:
+        return [(0, 0, False)]
+    out: list[tuple[int, int, bool]] = []
+    prev = 0
+    for m in rx.finditer(text):
+        start, end = m.span()
+        if prev != start:
+            out.append((prev, start, invert))
+        out.append((start, end, not invert))
+        prev = end
+    if prev != len(text):
+        out.append((prev, len(text), invert))
+    return out
+
+
+def _split(text: str, rx: regex.Pattern, behavior: str, invert: bool) -> list[str]:
+    """`tokenizers`' ``NormalizedString::split``: the kept, non-empty pieces of ``text``."""
+    matches = _find_matches(rx, text, invert)
+    spans: list[list[Any]] = []
+    if behavior == "Isolated":
+        spans = [[s, e, False] for s, e, _ in matches]
+    elif behavior == "Removed":
+        spans = [[s, e, m] for s, e, m in matches]
+    elif behavior == "Contiguous":
+        prev = False
+        for s, e, m in matches:
+            if spans and m == prev:
+                spans[-1][1] = e
+            else:
+                spans.append([s, e, False])
+            prev = m
+    elif behavior == "MergedWithPrevious":
+        prev = False
+        for s, e, m in matches:
+            if spans and m and not prev:
+                spans[-1][1] = e
+            else:
+                spans.append([s, e, False])
+            prev = m
+    else:  # MergedWithNext
+        prev = False
+        for s, e, m in reversed(matches):
+            if spans and m and not prev:
+                spans[-1][0] = s
+            else:
+                spans.append([s, e, False])
+            prev = m
+        spans.reverse()
+    return [text[s:e] for s, e, removed in spans if not removed and e > s]
+
+
+def _split_stage(rx: regex.Pattern, behavior: str, invert: bool) -> _Stage:
+    def stage(pieces: list[str]) -> list[str]:
+        out: list[str] = []
+        for piece in pieces:
+            out += _split(piece, rx, behavior, invert)
+        return out
+
+    return stage
+
+
+def _byte_level_stage(add_prefix_space: bool, use_regex: bool) -> _Stage:
+    rx = regex.compile(GPT2_SPLIT_PATTERN)
+
+    def stage(pieces: list[str]) -> list[str]:
+        out: list[str] = []
+        for piece in pieces:
+            if add_prefix_space and not piece.startswith(" "):
+                piece = " " + piece
+            out += _split(piece, rx, "Isolated", False) if use_regex else [piece]
+        return out
+
+    return stage
+
+
+def _pre_tokenizer(pre: Any, source: str) -> list[_Stage]:
+    """The stages of a pre-tokenizer, in order; VocabError for one that is not reproduced."""
+    stages, byte_level = _stages(pre, source)
+    if not byte_level:
+        raise VocabError(f"{source}: no ByteLevel pre-tokenizer: the BPE model would not see bytes")
+    return stages
+
+
+def _stages(pre: Any, source: str) -> tuple[list[_Stage], bool]:
+    if pre is None:
+        return [], False
+    if not isinstance(pre, dict):
+        raise VocabError(f"{source}: malformed pre_tokenizer {pre!r}")
+    kind = pre.get("type")
+    if kind == "Sequence":
+        stages: list[_Stage] = []
+        byte_level = False
+        for sub in pre.get("pretokenizers") or []:
+            if byte_level:
+                raise VocabError(f"{source}: pre-tokenizer after ByteLevel is not supported "
+                                 "(it would split byte-level characters)")
+            more, byte_level = _stages(sub, source)
+            stages += more
+        return stages, byte_level
+    if kind == "ByteLevel":
+        return [_byte_level_stage(bool(pre.get("add_prefix_space")), bool(pre.get("use_regex", True)))], True
+    if kind == "Split":
+        return [_split_stage(_split_regex(pre, source), _behavior(pre, source), bool(pre.get("invert")))], False
+    if kind == "Digits":
+        behavior = "Isolated" if pre.get("individual_digits") else "Contiguous"
+        return [_split_stage(regex.compile(_DIGIT), behavior, False)], False
+    if kind == "Punctuation":
+        return [_split_stage(regex.compile(_PUNCT), _behavior(pre, source), False)], False
+    raise VocabError(f"{source}: pre-tokenizer {kind!r} is not supported "
+                     "(ByteLevel, Split, Digits, Punctuation, Sequence)")
+
+
+def _behavior(pre: dict, source: str) -> str:
+    behavior = pre.get("behavior", "Isolated")
+    if behavior not in _BEHAVIORS:
+        raise VocabError(f"{source}: Split behavior {behavior!r} is not one of {', '.join(_BEHAVIORS)}")
+    return behavior
+
+
+def _split_regex(pre: dict, source: str) -> regex.Pattern:
+    pattern = pre.get("pattern")
+    if isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
+        text = pattern["Regex"]
+    elif isinstance(pattern, dict) and isinstance(pattern.get("String"), str):
+        if not pattern["String"]:
+            return regex.compile(r"(?!)")  # an empty string pattern matches nothing
+        text = regex.escape(pattern["String"])
+    else:
+        raise VocabError(f"{source}: Split pre-tokenizer without a pattern")
+    try:
+        return regex.compile(text)
+    except regex.error as e:
+        raise VocabError(f"{source}: Split pattern {text!r} does not compile: {e}") from e
+
+
+def _single_pattern(pre: Any) -> str | None:
+    """The one regex the whole pre-tokenizer amounts to, or None when it is not that simple."""
+    if not isinstance(pre, dict):
+        return None
+    kind = pre.get("type")
+    if kind == "ByteLevel" and not pre.get("add_prefix_space") and pre.get("use_regex", True):
+        return R50K_PATTERN  # GPT-2's pattern cuts exactly like r50k's possessive form
+    if kind == "Sequence" and len(pre.get("pretokenizers") or []) == 2:
+        split, byte_level = pre["pretokenizers"]
+        if (
+            isinstance(split, dict) and isinstance(byte_level, dict)
+            and split.get("type") == "Split" and split.get("behavior", "Isolated") == "Isolated"
+            and not split.get("invert") and isinstance(split.get("pattern"), dict)
+            and isinstance(split["pattern"].get("Regex"), str)
+            and byte_level.get("type") == "ByteLevel" and not byte_level.get("add_prefix_space")
+            and not byte_level.get("use_regex", True)
+        ):
+            return split["pattern"]["Regex"]
+    return None
+
+
+# ---------------------------------------------------------------------------------- normalizers
+def _normalizer(norm: Any, source: str) -> Callable[[str], str] | None:
+    """The normalizer as a function of one segment's text, or None for no normalizer."""
+    if norm is None:
+        return None
+    if not isinstance(norm, dict):
+        raise VocabError(f"{source}: malformed normalizer {norm!r}")
+    kind = norm.get("type")
+    if kind in ("NFC", "NFD", "NFKC", "NFKD"):
+        return lambda text, form=kind: unicodedata.normalize(form, text)
+    if kind == "Sequence":
+        parts = [_normalizer(n, source) for n in norm.get("normalizers") or []]
+        funcs = [f for f in parts if f is not None]
+        if not funcs:
+            return None
+
+        def sequence(text: str) -> str:
+            for f in funcs:
+                text = f(text)
+            return text
+
+        return sequence
+    if kind == "Prepend":
+        prefix = norm.get("prepend")
+        if not isinstance(prefix, str):
+            raise VocabError(f"{source}: Prepend normalizer without a string")
+        return lambda text: prefix + text if text else text
+    if kind == "Replace":
+        pattern, content = norm.get("pattern"), norm.get("content")
+        if not isinstance(content, str) or not isinstance(pattern, dict):
+            raise VocabError(f"{source}: malformed Replace normalizer {norm!r}")
+        if isinstance(pattern.get("String"), str):
+            old = pattern["String"]
+            return lambda text: text.replace(old, content) if old else text
+        if isinstance(pattern.get("Regex"), str):
+            try:
+                rx = regex.compile(pattern["Regex"])
+            except regex.error as e:
+                raise VocabError(f"{source}: Replace pattern does not compile: {e}") from e
+            return lambda text: rx.sub(lambda m: content, text)
+        raise VocabError(f"{source}: Replace normalizer without a pattern")
+    raise VocabError(f"{source}: normalizer {kind!r} is not supported (NFC, NFD, NFKC, NFKD, Prepend, "
+                     "Replace, Sequence)")
+
+
+# ---------------------------------------------------------------------------------- added tokens
+class _Added:
+    """One added token and its matching flags."""
+
+    __slots__ = ("content", "id", "special", "normalized", "lstrip", "rstrip", "single_word")
+
+    def __init__(self, entry: Any, source: str) -> None:
+        if not isinstance(entry, dict) or not isinstance(entry.get("content"), str) or type(entry.get("id")) is not int:
+            raise VocabError(f"{source}: malformed added_tokens entry {entry!r}")
+        self.content: str = entry["content"]
+        self.id: int = entry["id"]
+        self.special = bool(entry.get("special", False))
+        self.normalized = bool(entry.get("normalized", not self.special))
+        self.lstrip = bool(entry.get("lstrip", False))
+        self.rstrip = bool(entry.get("rstrip", False))
+        self.single_word = bool(entry.get("single_word", False))
+
+
+_WORD_AT_END = regex.compile(r"\w\Z")
+_WORD_AT_START = regex.compile(r"\w")
+_SPACE_AT_END = regex.compile(r"\s*\Z")
+_SPACE_AT_START = regex.compile(r"\s*")
+
+
+class _Matcher:
+    """Leftmost-longest search for a set of added tokens, cut as `tokenizers` cuts (flags included)."""
+
+    def __init__(self, tokens: list[tuple[str, _Added]]) -> None:
+        self.by_text = {text: tok for text, tok in tokens if text}
+        texts = sorted(self.by_text, key=len, reverse=True)  # longest first: leftmost-longest
+        self.rx = regex.compile("|".join(map(regex.escape, texts))) if texts else None
+
+    def cut(self, text: str, skip: frozenset[int]) -> list[tuple[str, int | None]]:
+        """(segment, id or None) covering ``text``; matches of tokens whose id is in ``skip`` are
+        read as text (and still hide what they overlap, as in `tokenizers`)."""
+        if self.rx is None or not text:
+            return [(text, None)]
+        out: list[tuple[str, int | None]] = []
+        start_offset = 0
+        for m in self.rx.finditer(text):
+            start, stop = m.span()
+            tok = self.by_text[m.group()]
+            if tok.id in skip:
+                continue
+            if tok.single_word:
+                if (start > 0 and _WORD_AT_END.search(text, 0, start)) or (
+                    stop < len(text) and _WORD_AT_START.match(text, stop)
+                ):
+                    continue
+            if tok.lstrip:
+                start = max(_SPACE_AT_END.search(text, 0, start).start(), start_offset)
+            if tok.rstrip:
+                stop = _SPACE_AT_START.match(text, stop).end()
+            if start_offset < start:
+                out.append((text[start_offset:start], None))
+            out.append((text[start:stop], tok.id))
+            start_offset = stop
+        if start_offset != len(text):
+            out.append((text[start_offset:], None))
+        return out
+
+
+# ---------------------------------------------------------------------------------- the model
+def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
+    """(Vocab in merge-priority order with the file's ids, vocab tokens no merge forms, ignore_merges)."""
+    model = doc["model"]
+    if model.get("type", "BPE") != "BPE":
+        raise VocabError(f"{source}: model type {model.get('type')!r} is not BPE")
+    for key in ("dropout", "continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(key):
+            raise VocabError(f"{source}: BPE {key}={model[key]!r} is not supported")
+    if model.get("byte_fallback"):
+        raise VocabError(f"{source}: BPE byte_fallback is not supported (a byte-level model needs none)")
+    vocab = model.get("vocab")
+    merges = model.get("merges")
+    if not isinstance(vocab, dict) or not isinstance(merges, list):
+        raise VocabError(f"{source}: model needs a 'vocab' object and a 'merges' list")
+    for token, tid in vocab.items():
+        if type(tid) is not int or tid < 0 or tid >= 0xFFFFFFFF:
+            raise VocabError(f"{source}: vocab id of {token!r} is {tid!r}, not an integer >= 0")
+    b2u = bytes_to_unicode()
+    byte_of = {c: b for b, c in b2u.items()}
+
+    def to_bytes(token: str, where: str) -> bytes:
+        try:
+            return bytes([byte_of[c] for c in token])
+        except KeyError:
+            raise VocabError(f"{source}: {where}: {token!r} is not a byte-level token") from None
+
+    order: dict[bytes, int] = {}  # token bytes -> rank (position in merge priority)
+    ids: list[int] = []
+    for b in range(256):
+        char = b2u[b]
+        if char not in vocab:
+            raise VocabError(f"{source}: vocab lacks the byte-level token {char!r} for byte 0x{b:02x}")
+        order[bytes([b])] = b
+        ids.append(vocab[char])
+    first_merge: dict[int, tuple[str, str, int]] = {}  # rank -> its first merge (left, right, index)
+    seen: set[tuple[str, str]] = set()
+    for i, merge in enumerate(merges):
+        where = f"merges[{i}]"
+        if isinstance(merge, str):
+            parts = merge.split(" ")
+        elif isinstance(merge, list):
+            parts = merge
+        else:
+            raise VocabError(f"{source}: {where}: expected 'a b' or ['a', 'b'], got {merge!r}")
+        if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
+            raise VocabError(f"{source}: {where}: expected two tokens, got {merge!r}")
+        left, right = parts
+        for tok in (left, right, left + right):
+            if tok not in vocab:
+                raise VocabError(f"{source}: {where}: token {tok!r} is not in the vocab")
+        if (left, right) in seen:
+            raise VocabError(f"{source}: {where}: merge {left!r} + {right!r} is listed twice")
+        seen.add((left, right))
+        merged = to_bytes(left + right, where)
+        if merged not in order:
+            order[merged] = len(ids)
+            ids.append(vocab[left + right])
+            first_merge[order[merged]] = (left, right, i)
+    try:
+        core = Vocab(order)
+    except ValueError as e:
+        raise VocabError(f"{source}: {e}") from e
+    # BPE by rank makes the list's merges iff each token's own split is its first merge.
+    for rank, (left, right, i) in first_merge.items():
+        want = (core.lookup(to_bytes(left, "")), core.lookup(to_bytes(right, "")))
+        if not core.is_reachable(rank) or core.split(rank) != want:
+            raise VocabError(
+                f"{source}: merges[{i}] ({left!r} + {right!r}) differs from BPE by rank: the token is "
+                "formed first by another pair"
+            )
+    try:
+        core._assign_ids(ids)
+    except ValueError as e:
+        raise VocabError(f"{source}: {e}") from e
+    whole = {}
+    for token, tid in vocab.items():
+        try:
+            data = bytes([byte_of[c] for c in token])
+        except KeyError:
+            continue  # not byte-level: no piece can spell it
+        if data not in order:
+            whole[data] = tid
+    return core, whole, bool(model.get("ignore_merges"))
+
+
+# ---------------------------------------------------------------------------------- the encoding
+class HFEncoding(Encoding):
+    """An ``Encoding`` whose text goes through a `tokenizers` pipeline before the compiled BPE.
+
+    Stages run in Python over the ``regex`` module (each linear in its input); every piece is
+    encoded by the compiled core. ``count``/``encode`` are exact; the operations that need the
+    pre-tokenizer's horizon (``split_at``, interval and appendable counters, the chunker) are
+    refused with NotImplementedError rather than answered approximately.
+    """
+
+    def __init__(self, name: str, vocab: Vocab, *, normalizer, stages: list[_Stage], added: list[_Added],
+                 whole: dict[bytes, int]) -> None:
+        specials = {a.content: a.id for a in added if a.special}
+        super().__init__(name, None, None, specials, vocab=vocab)
+        self._normalizer = normalizer
+        self._stages = stages
+        self._whole = whole
+        self._raw = _Matcher([(a.content, a) for a in added if not a.normalized])
+        norm = normalizer or (lambda s: s)
+        self._normed = _Matcher([(norm(a.content), a) for a in added if a.normalized])
+        self._special_ids = frozenset(specials.values())
+        self._added_ids = {a.content: a.id for a in added}
+        self._special_bytes = {a.id: a.content.encode("utf-8") for a in added}
+        for data, tid in whole.items():
+            self._special_bytes.setdefault(tid, data)
+        self.max_token_value = max([vocab.max_id, *self._special_bytes])
+
+    # --------------------------------------------------------------- the pipeline
+    def _pieces(self, text: str, skip: frozenset[int]) -> Iterable[str | int]:
+        """Pieces of text to encode (str) and added-token ids (int), in order."""
+        norm = self._normalizer
+        for seg, tid in self._raw.cut(text, skip):
+            if tid is not None:
+                yield tid
+                continue
+            if norm is not None:
+                seg = norm(seg)
+            for part, pid in self._normed.cut(seg, skip):
+                if pid is not None:
+                    yield pid
+                    continue
+                pieces = [part] if part else []
+                for stage in self._stages:
+                    pieces = stage(pieces)
+                yield from pieces
+
+    def _run(self, text: str, skip: frozenset[int], count_only: bool):
+        core = self._core
+        whole = self._whole
+        out: list[int] = []
+        total = 0
+        for piece in self._pieces(_valid(text), skip):
+            if type(piece) is int:
+                total += 1
+                out.append(piece)
+                continue
+            if whole:
+                tid = whole.get(piece.encode("utf-8"))
+                if tid is not None:
+                    total += 1
+                    out.append(tid)
+                    continue
+            if count_only:
+                total += core.count(piece)
+            else:
+                out += core.encode(piece)
+        return total if count_only else out
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """`tokenizers`' ``encode(text, add_special_tokens=False)`` with special tokens read as text."""
+        return self._run(text, self._special_ids, False)
+
+    def count(self, text: str) -> int:
+        return self._run(text, self._special_ids, True)
+
+    def encode(self, text: str, *, allowed_special=frozenset(), disallowed_special="all") -> list[int]:
+        """As ``Encoding.encode``; allowed special tokens are cut out with their file's flags."""
+        allowed = self._check_special(text, allowed_special, disallowed_special)
+        skip = self._special_ids - {self.special_tokens[s] for s in allowed}
+        return self._run(text, frozenset(skip), False)
+
+    def encode_to_buffer(self, text: str, *, allowed_special=frozenset(), disallowed_special="all"):
+        import array
+
+        return array.array("I", self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special))
+
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 8, allowed_special=frozenset(),
+                     disallowed_special="all") -> list[list[int]]:
+        return [self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special) for t in texts]
+
+    def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[list[int]]:
+        return [self.encode_ordinary(t) for t in texts]
+
+    def count_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[int]:
+        return [self.count(t) for t in texts]
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        if isinstance(text_or_bytes, str) and text_or_bytes in self._added_ids:
+            return self._added_ids[text_or_bytes]
+        data = text_or_bytes.encode("utf-8") if isinstance(text_or_bytes, str) else text_or_bytes
+        if data in self._whole:
+            return self._whole[data]
+        return super().encode_single_token(data)
+
+    # --------------------------------------------------------------- exact operations
+    def count_till_limit(self, text: str, limit: int) -> int | None:
+        """``count(text)`` if at most ``limit``, else None (exact; the whole text is counted)."""
+        n = self.count(text)
+        return n if n <= limit else None
+
+    def _refuse(self, op: str):
+        raise NotImplementedError(
+            f"{op} is not available for {self.name!r}: its tokenizer.json needs the general pipeline "
+            "(normalizer, chained pre-tokenizers or added tokens), which has no exact horizon yet"
+        )
+
+    def split_at(self, text: str, n: int) -> int:
+        self._refuse("split_at")
+
+    def split_at_end(self, text: str, n: int) -> int:
+        self._refuse("split_at_end")
+
+    def interval_counter(self, text: str, *, piece_tables: bool = True):
+        self._refuse("interval_counter")
+
+    def appendable_counter(self):
+        self._refuse("appendable_counter")
+
+    def prependable_counter(self):
+        self._refuse("prependable_counter")
+
+    def save_tiktoken(self, path) -> str:
+        self._refuse("save_tiktoken")
+
+    def save_hf(self, path) -> str:
+        self._refuse("save_hf")
+
+
+def load_hf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
+    """An encoding from a Hugging Face ``tokenizer.json`` with a byte-level BPE model.
+
+    ``encode_ordinary(text)`` equals `tokenizers`' ``encode(text, add_special_tokens=False)`` with
+    ``encode_special_tokens=True``; ``encode(text, allowed_special="all")`` equals it without.
+    A component that cannot be reproduced exactly raises VocabError naming it.
+    """
+    data = read_file(path)
+    source = str(path)
+    try:
+        doc = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        line = getattr(e, "lineno", None)
+        raise VocabError(f"{source}{':' + str(line) if line else ''}: not valid JSON: {e}") from e
+    except RecursionError as e:
+        raise VocabError(f"{source}: malformed tokenizer.json: JSON nested too deep") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+        raise VocabError(f"{source}: no 'model' object")
+    if name is None:
+        name = os.path.basename(os.path.dirname(os.path.abspath(path))) or "hf"
+    try:
+        enc = _build(doc, name, source)
+    except (TypeError, AttributeError, KeyError, IndexError) as e:
+        raise VocabError(f"{source}: malformed tokenizer.json: {type(e).__name__}: {e}") from e
+    enc.vocab_sha256 = hashlib.sha256(data).hexdigest()
+    return enc
+
+
+def _build(doc: dict, name: str, source: str) -> Encoding:
+    vocab, whole, ignore_merges = _model(doc, source)
+    added_list = doc.get("added_tokens") or []
+    if not isinstance(added_list, list):
+        raise VocabError(f"{source}: added_tokens is not a list")
+    added = [_Added(a, source) for a in added_list]
+    for a in added:
+        if vocab.index_of(a.id) >= 0:
+            raise VocabError(f"{source}: added token {a.content!r} reuses id {a.id} of a BPE token")
+    normalizer = _normalizer(doc.get("normalizer"), source)
+    pre = doc.get("pre_tokenizer")
+    stages = _pre_tokenizer(pre, source)
+    if not ignore_merges:
+        whole = {}
+    pattern = _single_pattern(pre)
+    simple = (
+        pattern is not None and normalizer is None and not whole
+        and all(a.special and not (a.lstrip or a.rstrip or a.single_word) for a in added)
+    )
+    if simple:
+        try:
+            return Encoding(name, None, pattern, {a.content: a.id for a in added}, vocab=vocab)
+        except ValueError as e:
+            raise VocabError(f"{source}: {e}") from e
+    return HFEncoding(name, vocab, normalizer=normalizer, stages=stages, added=added, whole=whole)
