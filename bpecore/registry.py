@@ -215,3 +215,12 @@ def load_hf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
     from bpecore.hf import load_hf as _load_hf
 
     return _load_hf(path, name=name)
+
+
+def _tekken() -> Encoding:
+    from bpecore.tekken import shipped_tekken
+
+    return shipped_tekken()
+
+
+ENCODING_CONSTRUCTORS["tekken"] = _tekken
