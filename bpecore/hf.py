@@ -449,7 +449,8 @@ class HFEncoding(Encoding):
                     pieces = stage(pieces)
                 yield from pieces
 
-    def _run(self, text: str, skip: frozenset[int], count_only: bool):
+    def _run(self, text: str, skip: frozenset[int], count_only: bool, limit: int | None = None):
+        """Ids of ``text`` (or their number); with ``limit``, None as soon as the count passes it."""
         core = self._core
         whole = self._whole
         out: list[int] = []
@@ -467,6 +468,8 @@ class HFEncoding(Encoding):
                     continue
             if count_only:
                 total += core.count(piece)
+                if limit is not None and total > limit:
+                    return None
             else:
                 out += core.encode(piece)
         return total if count_only else out
@@ -509,9 +512,12 @@ class HFEncoding(Encoding):
 
     # --------------------------------------------------------------- exact operations
     def count_till_limit(self, text: str, limit: int) -> int | None:
-        """``count(text)`` if at most ``limit``, else None (exact; the whole text is counted)."""
-        n = self.count(text)
-        return n if n <= limit else None
+        """``count(text)`` if at most ``limit``, else None.
+
+        BPE stops at the first piece that passes ``limit``; the normalizer and pre-tokenizer still
+        run over each added-token-free segment whole (their cost grows with the segment's length).
+        """
+        return self._run(text, self._special_ids, True, limit)
 
     def _refuse(self, op: str):
         raise NotImplementedError(

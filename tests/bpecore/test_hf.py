@@ -219,11 +219,40 @@ def test_paths_and_ids(synthetic):
     assert enc.split_at(text, 100) == max(k for k in range(0, 2000) if enc.count(text[:k]) <= 100)
 
 
+def test_exact_operations_on_the_compiled_path(synthetic):
+    """Shuffled ids change nothing for the operations: they run in rank space."""
+    enc = synthetic["plain"][0]
+    text = read_corpus("code")[:1500]
+    ic = enc.interval_counter(text)
+    rng = random.Random(5)
+    for _ in range(60):
+        a = rng.randrange(len(text))
+        b = rng.randrange(a, len(text) + 1)
+        assert ic.count(a, b) == enc.count(text[a:b])
+    k = enc.split_at_end(text, 40)
+    assert enc.count(text[k:]) <= 40 < enc.count(text[k - 1 :])
+    counter = enc.appendable_counter()
+    for i in range(0, 600, 7):
+        assert counter.push(text[i : i + 7]) == enc.count(text[: i + 7])
+    chunks = bpecore.chunk(text, enc, max_tokens=64)
+    assert "".join(text[c.start : c.end] for c in chunks).strip() and all(c.tokens <= 64 for c in chunks)
+    assert all(c.tokens == enc.count(text[c.start : c.end]) for c in chunks)
+
+
+@pytest.mark.parametrize("kind", ["chained", "prepend", "qwen-like-im"])
+def test_pipeline_count_till_limit(synthetic, kind):
+    enc = synthetic[kind][0]
+    text = read_corpus("english")[:3000] + "<|im_start|> hello <|endoftext|>"
+    n = enc.count(text)
+    for limit in (0, 1, n // 2, n - 1, n, n + 5):
+        assert enc.count_till_limit(text, limit) == (n if n <= limit else None)
+
+
 def test_pipeline_refuses_operations_without_horizon(synthetic):
     enc = synthetic["chained"][0]
-    assert enc.count_till_limit("hello world", 100) == enc.count("hello world")
-    assert enc.count_till_limit("hello world", 0) is None
-    for call in (lambda: enc.split_at("abc", 1), lambda: enc.interval_counter("abc"), enc.appendable_counter):
+    calls = (lambda: enc.split_at("abc", 1), lambda: enc.split_at_end("abc", 1), lambda: enc.interval_counter("abc"),
+             enc.appendable_counter, enc.prependable_counter, lambda: bpecore.chunk("abc def", enc, max_tokens=2))
+    for call in calls:
         with pytest.raises(NotImplementedError, match="general pipeline"):
             call()
 

@@ -87,6 +87,13 @@ def test_exact_operations_on_tekken(tekken):
     ic = tekken.interval_counter(text)
     assert all(ic.count(a, b) == tekken.count(text[a:b]) for a, b in [(0, 100), (17, 950), (5, 6), (300, 3000)])
     assert tekken.count_till_limit(text, 10) is None
+    k = tekken.split_at_end(text, 30)
+    assert tekken.count(text[k:]) <= 30 < tekken.count(text[k - 1 :])
+    counter = tekken.appendable_counter()
+    for i in range(0, 400, 13):
+        assert counter.push(text[i : i + 13]) == tekken.count(text[: i + 13])
+    chunks = bpecore.chunk(text, tekken, max_tokens=100)
+    assert all(c.tokens == tekken.count(text[c.start : c.end]) <= 100 for c in chunks)
 
 
 def _tiny(tmp_path, special_tokens=None, version="v3", **config):
