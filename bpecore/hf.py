@@ -338,11 +338,22 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
     b2u = bytes_to_unicode()
     byte_of = {c: b for b, c in b2u.items()}
 
-    def to_bytes(token: str, where: str) -> bytes:
+    # Each vocab token's bytes, once: str.translate to Latin-1 then encode, in C (a per-character
+    # Python loop over every merge's three tokens was 3 of the 7 s of a Qwen2-sized file).
+    table = {ord(c): b for c, b in byte_of.items()}
+    table.update({c: 0xFFFF for c in range(256) if c not in table})  # fails the Latin-1 encode
+    spelled: dict[str, bytes | None] = {}
+    for token in vocab:
         try:
-            return bytes([byte_of[c] for c in token])
-        except KeyError:
-            raise VocabError(f"{source}: {where}: {token!r} is not a byte-level token") from None
+            spelled[token] = token.translate(table).encode("latin-1")
+        except UnicodeEncodeError:
+            spelled[token] = None
+
+    def to_bytes(token: str, where: str) -> bytes:
+        data = spelled.get(token)
+        if data is None:
+            raise VocabError(f"{source}: {where}: {token!r} is not a byte-level token")
+        return data
 
     order: dict[bytes, int] = {}  # token bytes -> rank (position in merge priority)
     ids: list[int] = []
@@ -353,6 +364,8 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
         order[bytes([b])] = b
         ids.append(vocab[char])
     first_merge: dict[int, tuple[str, str, int]] = {}  # rank -> its first merge (left, right, index)
+    block: dict[int, list[int]] = {}  # rank -> [index of its last merge, number of its merges]
+    pairs: list[tuple[str, str, int]] = []  # (left, right, rank formed) per merge, in list order
     seen: set[tuple[str, str]] = set()
     for i, merge in enumerate(merges):
         where = f"merges[{i}]"
@@ -362,28 +375,56 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
             parts = merge
         else:
             raise VocabError(f"{source}: {where}: expected 'a b' or ['a', 'b'], got {merge!r}")
-        if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
+        if len(parts) != 2 or type(parts[0]) is not str or type(parts[1]) is not str or not parts[0] or not parts[1]:
             raise VocabError(f"{source}: {where}: expected two tokens, got {merge!r}")
         left, right = parts
-        for tok in (left, right, left + right):
-            if tok not in vocab:
-                raise VocabError(f"{source}: {where}: token {tok!r} is not in the vocab")
-        if (left, right) in seen:
+        whole_token = left + right
+        if left not in vocab or right not in vocab or whole_token not in vocab:
+            missing = next(t for t in (left, right, whole_token) if t not in vocab)
+            raise VocabError(f"{source}: {where}: token {missing!r} is not in the vocab")
+        key = (left, right)
+        if key in seen:
             raise VocabError(f"{source}: {where}: merge {left!r} + {right!r} is listed twice")
-        seen.add((left, right))
-        merged = to_bytes(left + right, where)
-        if merged not in order:
-            order[merged] = len(ids)
-            ids.append(vocab[left + right])
-            first_merge[order[merged]] = (left, right, i)
+        seen.add(key)
+        merged = spelled[whole_token]
+        if merged is None:
+            to_bytes(whole_token, where)
+        rank = order.get(merged)
+        if rank is None:
+            rank = order[merged] = len(ids)
+            ids.append(vocab[whole_token])
+            first_merge[rank] = (left, right, i)
+            block[rank] = [i, 1]
+        else:
+            entry = block[rank]
+            entry[0] = i
+            entry[1] += 1
+        pairs.append((left, right, rank))
     try:
         core = Vocab(order)
     except ValueError as e:
         raise VocabError(f"{source}: {e}") from e
-    # BPE by rank makes the list's merges iff each token's own split is its first merge.
+    # BPE by rank (rank = first merge forming a token) makes the list's merges when, for every
+    # token, its own split (BPE by rank on its bytes) is its first merge; or, for files listing
+    # every split of a token (converted from rank files), when its merges are adjacent in the
+    # list and the list's BPE on the token's own bytes ends with that same split.
+    pair_map: dict[tuple[int, int], tuple[int, int]] | None = None
     for rank, (left, right, i) in first_merge.items():
-        want = (core.lookup(to_bytes(left, "")), core.lookup(to_bytes(right, "")))
-        if not core.is_reachable(rank) or core.split(rank) != want:
+        want = (order.get(spelled[left], -1), order.get(spelled[right], -1))  # rank == core index
+        if core.is_reachable(rank) and core.split(rank) == want:
+            continue
+        if pair_map is None:
+            pair_map = {}
+            for k, (a, b, formed) in enumerate(pairs):
+                la, lb = order.get(spelled[a], -1), order.get(spelled[b], -1)  # rank == core index
+                if la >= 0 and lb >= 0:
+                    pair_map[(la, lb)] = (k, formed)
+        last, count = block[rank]
+        split = core.split(rank) if core.is_reachable(rank) else None
+        if (
+            split is None or last - i + 1 != count or pair_map.get(split, (0, -1))[1] != rank
+            or _list_bpe(core.token_bytes(rank), pair_map) != ([rank], split)
+        ):
             raise VocabError(
                 f"{source}: merges[{i}] ({left!r} + {right!r}) differs from BPE by rank: the token is "
                 "formed first by another pair"
@@ -394,13 +435,29 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
         raise VocabError(f"{source}: {e}") from e
     whole = {}
     for token, tid in vocab.items():
-        try:
-            data = bytes([byte_of[c] for c in token])
-        except KeyError:
-            continue  # not byte-level: no piece can spell it
-        if data not in order:
+        data = spelled[token]
+        if data is not None and data not in order:  # not byte-level: no piece can spell it
             whole[data] = tid
     return core, whole, bool(model.get("ignore_merges"))
+
+
+def _list_bpe(data: bytes, pair_map: dict[tuple[int, int], tuple[int, int]]) -> tuple[list[int], tuple | None]:
+    """`tokenizers`' BPE of ``data`` alone (lowest merge index first, leftmost on ties): the
+    symbols it ends with and its last merge. Single bytes are their own ranks."""
+    symbols = list(data)
+    last = None
+    while len(symbols) > 1:
+        best = None
+        for j in range(len(symbols) - 1):
+            entry = pair_map.get((symbols[j], symbols[j + 1]))
+            if entry is not None and (best is None or entry[0] < best[0]):
+                best = (entry[0], j, entry[1])
+        if best is None:
+            break
+        _, j, formed = best
+        last = (symbols[j], symbols[j + 1])
+        symbols[j : j + 2] = [formed]
+    return symbols, last
 
 
 # ---------------------------------------------------------------------------------- the encoding

