@@ -393,3 +393,39 @@ def test_qwen2_full_corpora(qwen):
 @given(text=_TEXT)
 def test_hyp_qwen2_equal_hf(qwen, text):
     _check(qwen, text)
+
+
+# ------------------------------------------------------------------ Unicode tables of `tokenizers`
+def _sample_code_points(full: bool) -> list[int]:
+    points = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
+    if full:
+        return points
+    from bpecore.hf import _PUNCT_RANGES, _UNNORMALIZED_RANGES
+
+    edges = {x + d for a, b in (*_PUNCT_RANGES, *_UNNORMALIZED_RANGES) for x in (a, b) for d in (-1, 0, 1)}
+    return sorted(edges | set(random.Random(3).sample(points, 4000)) | set(range(0x20, 0x3000)))
+
+
+def _check_tables(points: list[int]) -> None:
+    from bpecore.hf import _DIGIT, _PUNCT, _unicode_normalize
+
+    forms = {f: getattr(normalizers, f)() for f in ("NFC", "NFD", "NFKC", "NFKD")}
+    punct, digits = pre_tokenizers.Punctuation(), pre_tokenizers.Digits(individual_digits=True)
+    punct_rx, digit_rx = __import__("regex").compile(_PUNCT), __import__("regex").compile(_DIGIT)
+    for cp in points:
+        c = chr(cp)
+        for text in (c, "a" + c + "\u0334", "a\u0345" + c):
+            for form, norm in forms.items():
+                assert _unicode_normalize(form, text) == norm.normalize_str(text), (form, hex(cp))
+        assert bool(punct_rx.match(c)) == (len(punct.pre_tokenize_str("a" + c + "b")) == 3), hex(cp)
+        assert bool(digit_rx.match(c)) == (len(digits.pre_tokenize_str("a" + c + "b")) == 3), hex(cp)
+
+
+def test_unicode_tables_match_tokenizers():
+    """Normalizers, Punctuation and Digits see characters as `tokenizers` does (its tables)."""
+    _check_tables(_sample_code_points(False))
+
+
+@pytest.mark.slow
+def test_unicode_tables_match_tokenizers_everywhere():
+    _check_tables(_sample_code_points(True))
