@@ -194,16 +194,27 @@ def _stages(pre: Any, source: str) -> tuple[list[_Stage], bool]:
             stages += more
         return stages, byte_level
     if kind == "ByteLevel":
-        return [_byte_level_stage(bool(pre.get("add_prefix_space")), bool(pre.get("use_regex", True)))], True
+        return [_byte_level_stage(_flag(pre, "add_prefix_space", False, source),
+                                  _flag(pre, "use_regex", True, source))], True
     if kind == "Split":
-        return [_split_stage(_split_regex(pre, source), _behavior(pre, source), bool(pre.get("invert")))], False
+        return [_split_stage(_split_regex(pre, source), _behavior(pre, source), _flag(pre, "invert", False, source))], False
     if kind == "Digits":
-        behavior = "Isolated" if pre.get("individual_digits") else "Contiguous"
+        behavior = "Isolated" if _flag(pre, "individual_digits", False, source) else "Contiguous"
         return [_split_stage(regex.compile(_DIGIT), behavior, False)], False
     if kind == "Punctuation":
         return [_split_stage(regex.compile(_PUNCT), _behavior(pre, source), False)], False
     raise VocabError(f"{source}: pre-tokenizer {kind!r} is not supported "
                      "(ByteLevel, Split, Digits, Punctuation, Sequence)")
+
+
+def _flag(obj: dict, key: str, default: bool, source: str) -> bool:
+    """A boolean field (absent or null: ``default``); anything else is refused, as `tokenizers` does."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    if type(value) is not bool:
+        raise VocabError(f"{source}: {obj.get('type', 'added token')} {key}={value!r} is not true or false")
+    return value
 
 
 def _behavior(pre: dict, source: str) -> str:
@@ -343,11 +354,11 @@ class _Added:
             raise VocabError(f"{source}: malformed added_tokens entry {entry!r}")
         self.content: str = entry["content"]
         self.id: int = entry["id"]
-        self.special = bool(entry.get("special", False))
-        self.normalized = bool(entry.get("normalized", not self.special))
-        self.lstrip = bool(entry.get("lstrip", False))
-        self.rstrip = bool(entry.get("rstrip", False))
-        self.single_word = bool(entry.get("single_word", False))
+        self.special = _flag(entry, "special", False, source)
+        self.normalized = _flag(entry, "normalized", not self.special, source)
+        self.lstrip = _flag(entry, "lstrip", False, source)
+        self.rstrip = _flag(entry, "rstrip", False, source)
+        self.single_word = _flag(entry, "single_word", False, source)
 
 
 _WORD_AT_END = regex.compile(r"\w\Z")
@@ -515,7 +526,7 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
         data = spelled[token]
         if data is not None and data not in order:  # not byte-level: no piece can spell it
             whole[data] = tid
-    return core, whole, bool(model.get("ignore_merges"))
+    return core, whole, _flag(model, "ignore_merges", False, source)
 
 
 def _list_bpe(data: bytes, pair_map: dict[tuple[int, int], tuple[int, int]]) -> tuple[list[int], tuple | None]:
