@@ -22,8 +22,11 @@ the part it cannot reproduce (never a silently different encoding):
 Two paths. A file that is one regex split (Split ``Isolated`` + ByteLevel without regex, or
 ByteLevel alone), no normalizer, no non-special added token, no stripping flag and no
 ``ignore_merges`` token outside the merges gets a plain ``Encoding``: the compiled scanners or the
-``regex`` fallback, and every exact operation. Anything else gets ``HFEncoding``: the pipeline
-runs in Python (``regex`` module, linear per stage) and each piece goes to the compiled BPE.
+``regex`` fallback, and every exact operation. Anything else gets ``HFEncoding``: added tokens
+and the normalizer run in Python; a one-regex pre-tokenizer (Qwen2: NFC + one Split) then
+splits and encodes each segment in the compiled core, while chained stages run in Python
+(``regex`` module, linear per stage) and send each piece to the compiled BPE. Where Unicode
+tables differ, `tokenizers`' are used (``_UNNORMALIZED_RANGES``, ``_PUNCT_RANGES``, ``_DIGIT``).
 """
 
 from __future__ import annotations
