@@ -18,6 +18,7 @@ from bpecore.registry import list_encodings as list_encodings
 from bpecore.registry import load_hf as load_hf
 from bpecore.registry import load_tiktoken as load_tiktoken
 from bpecore.registry import register_encoding as register_encoding
+from bpecore.tekken import load_tekken as load_tekken
 from bpecore.training import train as train
 
 __version__ = "0.1.0"
@@ -37,6 +38,7 @@ __all__ = [
     "list_encodings",
     "load_hf",
     "load_tiktoken",
+    "load_tekken",
     "register_encoding",
     "UnknownTokenError",
     "encoding_for_model",

@@ -155,6 +155,16 @@ ENCODING_CONSTRUCTORS.update(
         ),
     }
 )
+
+
+def _tekken() -> Encoding:
+    """Mistral's Tekken vocabulary (data/LICENSE.tekken), with its own pattern and specials."""
+    from bpecore.tekken import shipped_tekken
+
+    return shipped_tekken()
+
+
+ENCODING_CONSTRUCTORS["tekken"] = _tekken
 # The shipped constructors: an encoding ``get_encoding`` built from one of these pickles by name.
 _SHIPPED_CONSTRUCTORS: dict[str, Callable[[], Encoding]] = dict(ENCODING_CONSTRUCTORS)
 
@@ -301,29 +311,13 @@ def load_tiktoken(
 
 
 def load_hf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
-    """An encoding from a Hugging Face `tokenizer.json` with a byte-level BPE model.
+    """An encoding from a Hugging Face `tokenizer.json` with a byte-level BPE model (``bpecore.hf``).
 
-    The file's merge list must be what BPE-by-rank would do (true of GPT-2-style files where ids
-    follow merge order); otherwise VocabError names the first merge that differs.
+    Exact against `tokenizers` on the same file; a component it cannot reproduce raises VocabError.
     """
-    data = read_file(path)
-    ranks, pattern, specials, merges = parse_hf(data, str(path))
-    if name is None:
-        name = os.path.basename(os.path.dirname(os.path.abspath(path))) or "hf"
-    try:
-        enc = Encoding(name, ranks, pattern, specials)
-    except ValueError as e:
-        raise VocabError(f"{path}: {e}") from e
-    vocab = enc._vocab
-    for i, (left, right, merged) in enumerate(merges):
-        index = vocab.index_of(merged)
-        if vocab.split(index) != (vocab.index_of(left), vocab.index_of(right)):
-            raise VocabError(
-                f"{path}: merges[{i}] ({left} + {right} -> {merged}) differs from BPE by rank; "
-                "ids must follow merge order"
-            )
-    enc.vocab_sha256 = hashlib.sha256(data).hexdigest()
-    return enc
+    from bpecore.hf import load_hf as _load_hf
+
+    return _load_hf(path, name=name)
 
 
 def load_saved(path: str | os.PathLike) -> Encoding:

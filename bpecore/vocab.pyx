@@ -801,3 +801,29 @@ cdef class Vocab:
                                      f"and {len(special_bytes)} special tokens)")
                 out += special
         return bytes(out)
+
+    def _assign_ids(self, ids):
+        """Give token ``i`` (internal index, rank order) the external id ``ids[i]``.
+
+        For files whose ids do not follow merge priority (Hugging Face ``tokenizer.json`` of
+        Qwen2, DeepSeek, GPT-NeoX, ...): the core stays in rank space and the existing id map
+        (``ids``/``index_of_id``) translates at the boundary, so encode pays nothing more.
+        ``ids`` must be distinct integers in [0, 2**32 - 1), one per token.
+        """
+        cdef vector[uint32_t] v
+        cdef uint32_t i, top = 0
+        if len(ids) != self.n_tokens:
+            raise ValueError(f"{len(ids)} ids for {self.n_tokens} tokens")
+        if len(set(ids)) != self.n_tokens:
+            raise ValueError("two tokens share an id")
+        for x in ids:
+            if not 0 <= x < 0xFFFFFFFF:
+                raise ValueError(f"id {x!r} out of range [0, 2**32 - 1)")
+            v.push_back(x)
+            if x > top:
+                top = x
+        self.max_id = top
+        self.index_of_id.assign(<size_t>top + 1, NO_TOKEN)
+        for i in range(self.n_tokens):
+            self.index_of_id[v[i]] = i
+        self.ids.swap(v)

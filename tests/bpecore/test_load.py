@@ -119,7 +119,7 @@ def test_load_hf_bytelevel_uses_gpt2_pattern(tmp_path):
         (lambda d: d["model"]["merges"].append("zz qq"), "merges\\[6\\]: token 'zz' is not in the vocab"),
         (lambda d: d["model"]["merges"].append("a"), "merges\\[6\\]: expected two tokens"),
         (lambda d: d["model"]["vocab"].pop("a"), "byte-level token 'a'"),
-        (lambda d: d.update(normalizer={"type": "NFC"}), "normalizers are not supported"),
+        (lambda d: d.update(normalizer={"type": "Lowercase"}), "normalizer .Lowercase. is not supported"),
         (lambda d: d.update(pre_tokenizer={"type": "Whitespace"}), "pre-tokenizer 'Whitespace'"),
     ],
 )

@@ -379,7 +379,26 @@ def check_hf(data: bytes) -> None:
         enc = bpecore.load_hf(path)
     except ValueError:
         return
+    from bpecore.hf import HFEncoding
+
+    if isinstance(enc, HFEncoding):  # a normalizer or pre-tokenizer pipeline: `tokenizers` is the oracle
+        _exercise_pipeline(enc, path)
+        return
     _exercise(enc, dict(enc.mergeable_ranks))
+
+
+def _exercise_pipeline(enc: bpecore.Encoding, path: str) -> None:
+    try:
+        import tokenizers
+
+        hf = tokenizers.Tokenizer.from_file(path)
+    except Exception:  # no reference here, or a file it reads more strictly than bpecore
+        return
+    hf.encode_special_tokens = True
+    for text in ("hello world", "héllo\n\nworld  ", "", "hhhhelllo wor"):
+        want = hf.encode(text, add_special_tokens=False).ids
+        assert enc.encode_ordinary(text) == want, f"encode {text!r}: {enc.encode_ordinary(text)} != tokenizers {want}"
+        assert enc.count(text) == len(want)
 
 
 def warm_up(target: str) -> None:

@@ -1,0 +1,759 @@
+"""Hugging Face ``tokenizer.json`` (byte-level BPE), encoded exactly as `tokenizers` encodes it.
+
+``load_hf(path)`` reads the file's four parts and reproduces each, or raises ``VocabError`` naming
+the part it cannot reproduce (never a silently different encoding):
+
+- model ``BPE``: merge priority is the position in ``merges``, not the id. The core works in rank
+  space (token ``i`` = the ``i``-th token formed, single bytes first) and the Vocab's id map
+  turns ranks into the file's ids at the boundary (``Vocab._assign_ids``), so encoding pays
+  nothing for it; counting never needs it. A file is accepted only when BPE by rank provably
+  makes the merges the list makes: every token's split found by BPE on its own bytes must be
+  the first merge of the list that forms it (README, "How it works"); ``ignore_merges``
+  (a piece that is a whole vocab token is that token) is honoured.
+- normalizers NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence of them;
+- pre-tokenizers Split (every ``behavior``, ``invert``), Digits, Punctuation, ByteLevel
+  (``add_prefix_space``, ``use_regex``) and a Sequence of any number of them, each stage
+  re-splitting the previous stage's pieces;
+- added tokens with their ``special``, ``normalized``, ``lstrip``, ``rstrip`` and ``single_word``
+  flags: non-special ones are cut out of ordinary text as `tokenizers` does; special ones are
+  read as text by ``encode_ordinary`` (`tokenizers` with ``encode_special_tokens=True``) and
+  become their ids in ``encode`` when allowed.
+
+Two paths. A file that is one regex split (Split ``Isolated`` + ByteLevel without regex, or
+ByteLevel alone), no normalizer, no non-special added token, no stripping flag and no
+``ignore_merges`` token outside the merges gets a plain ``Encoding``: the compiled scanners or the
+``regex`` fallback, and every exact operation. Anything else gets ``HFEncoding``: added tokens
+and the normalizer run in Python; a one-regex pre-tokenizer (Qwen2: NFC + one Split) then
+splits and encodes each segment in the compiled core, while chained stages run in Python
+(``regex`` module, linear per stage) and send each piece to the compiled BPE. Where Unicode
+tables differ, `tokenizers`' are used (``_UNNORMALIZED_RANGES``, ``_PUNCT_RANGES``, ``_DIGIT``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import unicodedata
+from typing import Any, Callable, Iterable, Sequence
+
+import regex
+
+from bpecore.backtrack import BacktrackEncoder
+from bpecore.encoding import Encoding, _valid
+from bpecore.load import GPT2_SPLIT_PATTERN, VocabError, bytes_to_unicode, read_file
+from bpecore.pretokenize import R50K_PATTERN
+from bpecore.vocab import Vocab
+
+_BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+#: `tokenizers`' Digits test (Rust's ``char::is_numeric``: Nd, Nl, No, in Rust's Unicode, which
+#: has 13 more than the `regex` module's) and its Punctuation test (ASCII punctuation or a P*
+#: category in the older tables of its ``unicode_categories`` crate: 726 characters, where
+#: ``\p{P}`` now has 864), as one-character patterns: each matching character is one match.
+#: Both sets were read from tokenizers 0.23.3 over every code point
+#: (``test_hf.py::test_character_classes`` re-checks them).
+_DIGIT = r"[\p{N}\U00011DE0-\U00011DE9\U00016FF4-\U00016FF6]"
+_PUNCT_RANGES = (
+    (0x0021, 0x002F), (0x003A, 0x0040), (0x005B, 0x0060), (0x007B, 0x007E), (0x00A1, 0x00A1),
+    (0x00A7, 0x00A7), (0x00AB, 0x00AB), (0x00B6, 0x00B7), (0x00BB, 0x00BB), (0x00BF, 0x00BF),
+    (0x037E, 0x037E), (0x0387, 0x0387), (0x055A, 0x055F), (0x0589, 0x058A), (0x05BE, 0x05BE),
+    (0x05C0, 0x05C0), (0x05C3, 0x05C3), (0x05C6, 0x05C6), (0x05F3, 0x05F4), (0x0609, 0x060A),
+    (0x060C, 0x060D), (0x061B, 0x061B), (0x061E, 0x061F), (0x066A, 0x066D), (0x06D4, 0x06D4),
+    (0x0700, 0x070D), (0x07F7, 0x07F9), (0x0830, 0x083E), (0x085E, 0x085E), (0x0964, 0x0965),
+    (0x0970, 0x0970), (0x0AF0, 0x0AF0), (0x0DF4, 0x0DF4), (0x0E4F, 0x0E4F), (0x0E5A, 0x0E5B),
+    (0x0F04, 0x0F12), (0x0F14, 0x0F14), (0x0F3A, 0x0F3D), (0x0F85, 0x0F85), (0x0FD0, 0x0FD4),
+    (0x0FD9, 0x0FDA), (0x104A, 0x104F), (0x10FB, 0x10FB), (0x1360, 0x1368), (0x1400, 0x1400),
+    (0x166D, 0x166E), (0x169B, 0x169C), (0x16EB, 0x16ED), (0x1735, 0x1736), (0x17D4, 0x17D6),
+    (0x17D8, 0x17DA), (0x1800, 0x180A), (0x1944, 0x1945), (0x1A1E, 0x1A1F), (0x1AA0, 0x1AA6),
+    (0x1AA8, 0x1AAD), (0x1B5A, 0x1B60), (0x1BFC, 0x1BFF), (0x1C3B, 0x1C3F), (0x1C7E, 0x1C7F),
+    (0x1CC0, 0x1CC7), (0x1CD3, 0x1CD3), (0x2010, 0x2027), (0x2030, 0x2043), (0x2045, 0x2051),
+    (0x2053, 0x205E), (0x207D, 0x207E), (0x208D, 0x208E), (0x2308, 0x230B), (0x2329, 0x232A),
+    (0x2768, 0x2775), (0x27C5, 0x27C6), (0x27E6, 0x27EF), (0x2983, 0x2998), (0x29D8, 0x29DB),
+    (0x29FC, 0x29FD), (0x2CF9, 0x2CFC), (0x2CFE, 0x2CFF), (0x2D70, 0x2D70), (0x2E00, 0x2E2E),
+    (0x2E30, 0x2E42), (0x3001, 0x3003), (0x3008, 0x3011), (0x3014, 0x301F), (0x3030, 0x3030),
+    (0x303D, 0x303D), (0x30A0, 0x30A0), (0x30FB, 0x30FB), (0xA4FE, 0xA4FF), (0xA60D, 0xA60F),
+    (0xA673, 0xA673), (0xA67E, 0xA67E), (0xA6F2, 0xA6F7), (0xA874, 0xA877), (0xA8CE, 0xA8CF),
+    (0xA8F8, 0xA8FA), (0xA8FC, 0xA8FC), (0xA92E, 0xA92F), (0xA95F, 0xA95F), (0xA9C1, 0xA9CD),
+    (0xA9DE, 0xA9DF), (0xAA5C, 0xAA5F), (0xAADE, 0xAADF), (0xAAF0, 0xAAF1), (0xABEB, 0xABEB),
+    (0xFD3E, 0xFD3F), (0xFE10, 0xFE19), (0xFE30, 0xFE52), (0xFE54, 0xFE61), (0xFE63, 0xFE63),
+    (0xFE68, 0xFE68), (0xFE6A, 0xFE6B), (0xFF01, 0xFF03), (0xFF05, 0xFF0A), (0xFF0C, 0xFF0F),
+    (0xFF1A, 0xFF1B), (0xFF1F, 0xFF20), (0xFF3B, 0xFF3D), (0xFF3F, 0xFF3F), (0xFF5B, 0xFF5B),
+    (0xFF5D, 0xFF5D), (0xFF5F, 0xFF65), (0x10100, 0x10102), (0x1039F, 0x1039F), (0x103D0, 0x103D0),
+    (0x1056F, 0x1056F), (0x10857, 0x10857), (0x1091F, 0x1091F), (0x1093F, 0x1093F),
+    (0x10A50, 0x10A58), (0x10A7F, 0x10A7F), (0x10AF0, 0x10AF6), (0x10B39, 0x10B3F),
+    (0x10B99, 0x10B9C), (0x11047, 0x1104D), (0x110BB, 0x110BC), (0x110BE, 0x110C1),
+    (0x11140, 0x11143), (0x11174, 0x11175), (0x111C5, 0x111C9), (0x111CD, 0x111CD),
+    (0x111DB, 0x111DB), (0x111DD, 0x111DF), (0x11238, 0x1123D), (0x112A9, 0x112A9),
+    (0x114C6, 0x114C6), (0x115C1, 0x115D7), (0x11641, 0x11643), (0x1173C, 0x1173E),
+    (0x12470, 0x12474), (0x16A6E, 0x16A6F), (0x16AF5, 0x16AF5), (0x16B37, 0x16B3B),
+    (0x16B44, 0x16B44), (0x1BC9F, 0x1BC9F), (0x1DA87, 0x1DA8B),
+)
+_PUNCT = "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _PUNCT_RANGES) + "]"
+
+_Piece = str
+_Stage = Callable[[list[_Piece]], list[_Piece]]
+
+
+# ---------------------------------------------------------------------------------- pre-tokenizers
+def _find_matches(rx: regex.Pattern, text: str, invert: bool) -> list[tuple[int, int, bool]]:
+    """(start, end, is_match) segments covering ``text``, as `tokenizers`' ``Pattern::find_matches``."""
+    if not text:
+        return [(0, 0, False)]
+    out: list[tuple[int, int, bool]] = []
+    prev = 0
+    for m in rx.finditer(text):
+        start, end = m.span()
+        if prev != start:
+            out.append((prev, start, invert))
+        out.append((start, end, not invert))
+        prev = end
+    if prev != len(text):
+        out.append((prev, len(text), invert))
+    return out
+
+
+def _split(text: str, rx: regex.Pattern, behavior: str, invert: bool) -> list[str]:
+    """`tokenizers`' ``NormalizedString::split``: the kept, non-empty pieces of ``text``."""
+    matches = _find_matches(rx, text, invert)
+    spans: list[list[Any]] = []
+    if behavior == "Isolated":
+        spans = [[s, e, False] for s, e, _ in matches]
+    elif behavior == "Removed":
+        spans = [[s, e, m] for s, e, m in matches]
+    elif behavior == "Contiguous":
+        prev = False
+        for s, e, m in matches:
+            if spans and m == prev:
+                spans[-1][1] = e
+            else:
+                spans.append([s, e, False])
+            prev = m
+    elif behavior == "MergedWithPrevious":
+        prev = False
+        for s, e, m in matches:
+            if spans and m and not prev:
+                spans[-1][1] = e
+            else:
+                spans.append([s, e, False])
+            prev = m
+    else:  # MergedWithNext
+        prev = False
+        for s, e, m in reversed(matches):
+            if spans and m and not prev:
+                spans[-1][0] = s
+            else:
+                spans.append([s, e, False])
+            prev = m
+        spans.reverse()
+    return [text[s:e] for s, e, removed in spans if not removed and e > s]
+
+
+def _split_stage(rx: regex.Pattern, behavior: str, invert: bool) -> _Stage:
+    def stage(pieces: list[str]) -> list[str]:
+        out: list[str] = []
+        for piece in pieces:
+            out += _split(piece, rx, behavior, invert)
+        return out
+
+    return stage
+
+
+def _byte_level_stage(add_prefix_space: bool, use_regex: bool) -> _Stage:
+    rx = regex.compile(GPT2_SPLIT_PATTERN)
+
+    def stage(pieces: list[str]) -> list[str]:
+        out: list[str] = []
+        for piece in pieces:
+            if add_prefix_space and not piece.startswith(" "):
+                piece = " " + piece
+            out += _split(piece, rx, "Isolated", False) if use_regex else [piece]
+        return out
+
+    return stage
+
+
+def _pre_tokenizer(pre: Any, source: str) -> list[_Stage]:
+    """The stages of a pre-tokenizer, in order; VocabError for one that is not reproduced."""
+    stages, byte_level = _stages(pre, source)
+    if not byte_level:
+        raise VocabError(f"{source}: no ByteLevel pre-tokenizer: the BPE model would not see bytes")
+    return stages
+
+
+def _stages(pre: Any, source: str) -> tuple[list[_Stage], bool]:
+    if pre is None:
+        return [], False
+    if not isinstance(pre, dict):
+        raise VocabError(f"{source}: malformed pre_tokenizer {pre!r}")
+    kind = pre.get("type")
+    if kind == "Sequence":
+        stages: list[_Stage] = []
+        byte_level = False
+        for sub in pre.get("pretokenizers") or []:
+            if byte_level:
+                raise VocabError(f"{source}: pre-tokenizer after ByteLevel is not supported "
+                                 "(it would split byte-level characters)")
+            more, byte_level = _stages(sub, source)
+            stages += more
+        return stages, byte_level
+    if kind == "ByteLevel":
+        return [_byte_level_stage(_flag(pre, "add_prefix_space", False, source),
+                                  _flag(pre, "use_regex", True, source))], True
+    if kind == "Split":
+        return [_split_stage(_split_regex(pre, source), _behavior(pre, source), _flag(pre, "invert", False, source))], False
+    if kind == "Digits":
+        behavior = "Isolated" if _flag(pre, "individual_digits", False, source) else "Contiguous"
+        return [_split_stage(regex.compile(_DIGIT), behavior, False)], False
+    if kind == "Punctuation":
+        return [_split_stage(regex.compile(_PUNCT), _behavior(pre, source), False)], False
+    raise VocabError(f"{source}: pre-tokenizer {kind!r} is not supported "
+                     "(ByteLevel, Split, Digits, Punctuation, Sequence)")
+
+
+def _flag(obj: dict, key: str, default: bool, source: str) -> bool:
+    """A boolean field (absent or null: ``default``); anything else is refused, as `tokenizers` does."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    if type(value) is not bool:
+        raise VocabError(f"{source}: {obj.get('type', 'added token')} {key}={value!r} is not true or false")
+    return value
+
+
+def _behavior(pre: dict, source: str) -> str:
+    behavior = pre.get("behavior", "Isolated")
+    if behavior not in _BEHAVIORS:
+        raise VocabError(f"{source}: Split behavior {behavior!r} is not one of {', '.join(_BEHAVIORS)}")
+    return behavior
+
+
+def _split_regex(pre: dict, source: str) -> regex.Pattern:
+    pattern = pre.get("pattern")
+    if isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
+        text = pattern["Regex"]
+    elif isinstance(pattern, dict) and isinstance(pattern.get("String"), str):
+        if not pattern["String"]:
+            return regex.compile(r"(?!)")  # an empty string pattern matches nothing
+        text = regex.escape(pattern["String"])
+    else:
+        raise VocabError(f"{source}: Split pre-tokenizer without a pattern")
+    try:
+        return regex.compile(text)
+    except regex.error as e:
+        raise VocabError(f"{source}: Split pattern {text!r} does not compile: {e}") from e
+
+
+def _single_pattern(pre: Any) -> str | None:
+    """The one regex the whole pre-tokenizer amounts to, or None when it is not that simple."""
+    if not isinstance(pre, dict):
+        return None
+    kind = pre.get("type")
+    if kind == "ByteLevel" and not pre.get("add_prefix_space") and pre.get("use_regex", True):
+        return R50K_PATTERN  # GPT-2's pattern cuts exactly like r50k's possessive form
+    if kind == "Sequence" and len(pre.get("pretokenizers") or []) == 2:
+        split, byte_level = pre["pretokenizers"]
+        if (
+            isinstance(split, dict) and isinstance(byte_level, dict)
+            and split.get("type") == "Split" and split.get("behavior", "Isolated") == "Isolated"
+            and not split.get("invert") and isinstance(split.get("pattern"), dict)
+            and isinstance(split["pattern"].get("Regex"), str)
+            and byte_level.get("type") == "ByteLevel" and not byte_level.get("add_prefix_space")
+            and not byte_level.get("use_regex", True)
+        ):
+            return split["pattern"]["Regex"]
+    return None
+
+
+# ---------------------------------------------------------------------------------- normalizers
+#: Code points that `tokenizers`' Unicode tables (an older Unicode than Python's unicodedata)
+#: do not normalize: characters assigned later, with a decomposition, a composition or a
+#: combining class `tokenizers` does not know, so it leaves them as they are and treats them as
+#: starters. Found by comparing every code point, alone and between combining marks, under
+#: NFC/NFD/NFKC/NFKD of Python 3.11 (Unicode 14.0) and tokenizers 0.23.3
+#: (``test_hf.py::test_unnormalized_table`` re-checks them).
+_UNNORMALIZED_RANGES = (
+    (0x07FD, 0x07FD), (0x0898, 0x089F), (0x08CA, 0x08D3), (0x09FE, 0x09FE), (0x0C3C, 0x0C3C),
+    (0x0D3B, 0x0D3C), (0x0EBA, 0x0EBA), (0x1715, 0x1715), (0x1ABF, 0x1ACE), (0x1DF6, 0x1DFA),
+    (0x32FF, 0x32FF), (0xA7F2, 0xA7F4), (0xA82C, 0xA82C), (0xAB69, 0xAB69), (0x10781, 0x10785),
+    (0x10787, 0x107B0), (0x107B2, 0x107BA), (0x10D24, 0x10D27), (0x10EAB, 0x10EAC), (0x10F46, 0x10F50),
+    (0x10F82, 0x10F85), (0x11070, 0x11070), (0x1133B, 0x1133B), (0x1145E, 0x1145E), (0x11839, 0x1183A),
+    (0x11938, 0x11938), (0x1193D, 0x1193E), (0x11943, 0x11943), (0x119E0, 0x119E0), (0x11A34, 0x11A34),
+    (0x11A47, 0x11A47), (0x11A99, 0x11A99), (0x11D42, 0x11D42), (0x11D44, 0x11D45), (0x11D97, 0x11D97),
+    (0x16FF0, 0x16FF1), (0x1E130, 0x1E136), (0x1E2AE, 0x1E2AE), (0x1E2EC, 0x1E2EF), (0x1F16C, 0x1F16C),
+    (0x1FBF0, 0x1FBF9),
+)
+_UNNORMALIZED = regex.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _UNNORMALIZED_RANGES) + "]+")
+
+
+def _unicode_normalize(form: str, text: str) -> str:
+    """``unicodedata.normalize`` as `tokenizers` does it: the characters its tables do not know
+    stay as they are and cut the text (a starter without decomposition or composition, as
+    `tokenizers` sees them, is a boundary no normalization crosses)."""
+    if text.isascii():
+        return text
+    if _UNNORMALIZED.search(text) is None:
+        return unicodedata.normalize(form, text)
+    out = []
+    pos = 0
+    for m in _UNNORMALIZED.finditer(text):
+        out.append(unicodedata.normalize(form, text[pos : m.start()]))
+        out.append(m.group())
+        pos = m.end()
+    out.append(unicodedata.normalize(form, text[pos:]))
+    return "".join(out)
+
+def _normalizer(norm: Any, source: str) -> Callable[[str], str] | None:
+    """The normalizer as a function of one segment's text, or None for no normalizer."""
+    if norm is None:
+        return None
+    if not isinstance(norm, dict):
+        raise VocabError(f"{source}: malformed normalizer {norm!r}")
+    kind = norm.get("type")
+    if kind in ("NFC", "NFD", "NFKC", "NFKD"):
+        return lambda text, form=kind: _unicode_normalize(form, text)
+    if kind == "Sequence":
+        parts = [_normalizer(n, source) for n in norm.get("normalizers") or []]
+        funcs = [f for f in parts if f is not None]
+        if not funcs:
+            return None
+
+        def sequence(text: str) -> str:
+            for f in funcs:
+                text = f(text)
+            return text
+
+        return sequence
+    if kind == "Prepend":
+        prefix = norm.get("prepend")
+        if not isinstance(prefix, str):
+            raise VocabError(f"{source}: Prepend normalizer without a string")
+        return lambda text: prefix + text if text else text
+    if kind == "Replace":
+        pattern, content = norm.get("pattern"), norm.get("content")
+        if not isinstance(content, str) or not isinstance(pattern, dict):
+            raise VocabError(f"{source}: malformed Replace normalizer {norm!r}")
+        if isinstance(pattern.get("String"), str):
+            old = pattern["String"]
+            return lambda text: text.replace(old, content) if old else text
+        if isinstance(pattern.get("Regex"), str):
+            try:
+                rx = regex.compile(pattern["Regex"])
+            except regex.error as e:
+                raise VocabError(f"{source}: Replace pattern does not compile: {e}") from e
+            return lambda text: rx.sub(lambda m: content, text)
+        raise VocabError(f"{source}: Replace normalizer without a pattern")
+    raise VocabError(f"{source}: normalizer {kind!r} is not supported (NFC, NFD, NFKC, NFKD, Prepend, "
+                     "Replace, Sequence)")
+
+
+# ---------------------------------------------------------------------------------- added tokens
+class _Added:
+    """One added token and its matching flags."""
+
+    __slots__ = ("content", "id", "special", "normalized", "lstrip", "rstrip", "single_word")
+
+    def __init__(self, entry: Any, source: str) -> None:
+        if not isinstance(entry, dict) or not isinstance(entry.get("content"), str) or type(entry.get("id")) is not int:
+            raise VocabError(f"{source}: malformed added_tokens entry {entry!r}")
+        self.content: str = entry["content"]
+        self.id: int = entry["id"]
+        self.special = _flag(entry, "special", False, source)
+        self.normalized = _flag(entry, "normalized", not self.special, source)
+        self.lstrip = _flag(entry, "lstrip", False, source)
+        self.rstrip = _flag(entry, "rstrip", False, source)
+        self.single_word = _flag(entry, "single_word", False, source)
+
+
+_WORD_AT_END = regex.compile(r"\w\Z")
+_WORD_AT_START = regex.compile(r"\w")
+_SPACE_AT_END = regex.compile(r"\s*\Z")
+_SPACE_AT_START = regex.compile(r"\s*")
+
+
+class _Matcher:
+    """Leftmost-longest search for a set of added tokens, cut as `tokenizers` cuts (flags included)."""
+
+    def __init__(self, tokens: list[tuple[str, _Added]]) -> None:
+        self.by_text = {text: tok for text, tok in tokens if text}
+        texts = sorted(self.by_text, key=len, reverse=True)  # longest first: leftmost-longest
+        self.rx = regex.compile("|".join(map(regex.escape, texts))) if texts else None
+
+    def cut(self, text: str, skip: frozenset[int]) -> list[tuple[str, int | None]]:
+        """(segment, id or None) covering ``text``; matches of tokens whose id is in ``skip`` are
+        read as text (and still hide what they overlap, as in `tokenizers`)."""
+        if self.rx is None or not text:
+            return [(text, None)]
+        out: list[tuple[str, int | None]] = []
+        start_offset = 0
+        for m in self.rx.finditer(text):
+            start, stop = m.span()
+            tok = self.by_text[m.group()]
+            if tok.id in skip:
+                continue
+            if tok.single_word:
+                if (start > 0 and _WORD_AT_END.search(text, 0, start)) or (
+                    stop < len(text) and _WORD_AT_START.match(text, stop)
+                ):
+                    continue
+            if tok.lstrip:
+                start = max(_SPACE_AT_END.search(text, 0, start).start(), start_offset)
+            if tok.rstrip:
+                stop = _SPACE_AT_START.match(text, stop).end()
+            if start_offset < start:
+                out.append((text[start_offset:start], None))
+            out.append((text[start:stop], tok.id))
+            start_offset = stop
+        if start_offset != len(text):
+            out.append((text[start_offset:], None))
+        return out
+
+
+# ---------------------------------------------------------------------------------- the model
+def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
+    """(Vocab in merge-priority order with the file's ids, vocab tokens no merge forms, ignore_merges)."""
+    model = doc["model"]
+    if model.get("type", "BPE") != "BPE":
+        raise VocabError(f"{source}: model type {model.get('type')!r} is not BPE")
+    for key in ("dropout", "continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(key):
+            raise VocabError(f"{source}: BPE {key}={model[key]!r} is not supported")
+    if model.get("byte_fallback"):
+        raise VocabError(f"{source}: BPE byte_fallback is not supported (a byte-level model needs none)")
+    vocab = model.get("vocab")
+    merges = model.get("merges")
+    if not isinstance(vocab, dict) or not isinstance(merges, list):
+        raise VocabError(f"{source}: model needs a 'vocab' object and a 'merges' list")
+    for token, tid in vocab.items():
+        if type(tid) is not int or tid < 0 or tid >= 0xFFFFFFFF:
+            raise VocabError(f"{source}: vocab id of {token!r} is {tid!r}, not an integer >= 0")
+    b2u = bytes_to_unicode()
+    byte_of = {c: b for b, c in b2u.items()}
+
+    # Each vocab token's bytes, once: str.translate to Latin-1 then encode, in C (a per-character
+    # Python loop over every merge's three tokens was 3 of the 7 s of a Qwen2-sized file).
+    table = {ord(c): b for c, b in byte_of.items()}
+    table.update({c: 0xFFFF for c in range(256) if c not in table})  # fails the Latin-1 encode
+    spelled: dict[str, bytes | None] = {}
+    for token in vocab:
+        try:
+            spelled[token] = token.translate(table).encode("latin-1")
+        except UnicodeEncodeError:
+            spelled[token] = None
+
+    def to_bytes(token: str, where: str) -> bytes:
+        data = spelled.get(token)
+        if data is None:
+            raise VocabError(f"{source}: {where}: {token!r} is not a byte-level token")
+        return data
+
+    order: dict[bytes, int] = {}  # token bytes -> rank (position in merge priority)
+    ids: list[int] = []
+    for b in range(256):
+        char = b2u[b]
+        if char not in vocab:
+            raise VocabError(f"{source}: vocab lacks the byte-level token {char!r} for byte 0x{b:02x}")
+        order[bytes([b])] = b
+        ids.append(vocab[char])
+    first_merge: dict[int, tuple[str, str, int]] = {}  # rank -> its first merge (left, right, index)
+    block: dict[int, list[int]] = {}  # rank -> [index of its last merge, number of its merges]
+    pairs: list[tuple[str, str, int]] = []  # (left, right, rank formed) per merge, in list order
+    seen: set[tuple[str, str]] = set()
+    for i, merge in enumerate(merges):
+        where = f"merges[{i}]"
+        if isinstance(merge, str):
+            parts = merge.split(" ")
+        elif isinstance(merge, list):
+            parts = merge
+        else:
+            raise VocabError(f"{source}: {where}: expected 'a b' or ['a', 'b'], got {merge!r}")
+        if len(parts) != 2 or type(parts[0]) is not str or type(parts[1]) is not str or not parts[0] or not parts[1]:
+            raise VocabError(f"{source}: {where}: expected two tokens, got {merge!r}")
+        left, right = parts
+        whole_token = left + right
+        if left not in vocab or right not in vocab or whole_token not in vocab:
+            missing = next(t for t in (left, right, whole_token) if t not in vocab)
+            raise VocabError(f"{source}: {where}: token {missing!r} is not in the vocab")
+        key = (left, right)
+        if key in seen:
+            raise VocabError(f"{source}: {where}: merge {left!r} + {right!r} is listed twice")
+        seen.add(key)
+        merged = spelled[whole_token]
+        if merged is None:
+            to_bytes(whole_token, where)
+        rank = order.get(merged)
+        if rank is None:
+            rank = order[merged] = len(ids)
+            ids.append(vocab[whole_token])
+            first_merge[rank] = (left, right, i)
+            block[rank] = [i, 1]
+        else:
+            entry = block[rank]
+            entry[0] = i
+            entry[1] += 1
+        pairs.append((left, right, rank))
+    try:
+        core = Vocab(order)
+    except ValueError as e:
+        raise VocabError(f"{source}: {e}") from e
+    # BPE by rank (rank = first merge forming a token) makes the list's merges when, for every
+    # token, its own split (BPE by rank on its bytes) is its first merge; or, for files listing
+    # every split of a token (converted from rank files), when its merges are adjacent in the
+    # list and the list's BPE on the token's own bytes ends with that same split.
+    pair_map: dict[tuple[int, int], tuple[int, int]] | None = None
+    for rank, (left, right, i) in first_merge.items():
+        want = (order.get(spelled[left], -1), order.get(spelled[right], -1))  # rank == core index
+        if core.is_reachable(rank) and core.split(rank) == want:
+            continue
+        if pair_map is None:
+            pair_map = {}
+            for k, (a, b, formed) in enumerate(pairs):
+                la, lb = order.get(spelled[a], -1), order.get(spelled[b], -1)  # rank == core index
+                if la >= 0 and lb >= 0:
+                    pair_map[(la, lb)] = (k, formed)
+        last, count = block[rank]
+        split = core.split(rank) if core.is_reachable(rank) else None
+        if (
+            split is None or last - i + 1 != count or pair_map.get(split, (0, -1))[1] != rank
+            or _list_bpe(core.token_bytes(rank), pair_map) != ([rank], split)
+        ):
+            raise VocabError(
+                f"{source}: merges[{i}] ({left!r} + {right!r}) differs from BPE by rank: the token is "
+                "formed first by another pair"
+            )
+    try:
+        core._assign_ids(ids)
+    except ValueError as e:
+        raise VocabError(f"{source}: {e}") from e
+    whole = {}
+    for token, tid in vocab.items():
+        data = spelled[token]
+        if data is not None and data not in order:  # not byte-level: no piece can spell it
+            whole[data] = tid
+    return core, whole, _flag(model, "ignore_merges", False, source)
+
+
+def _list_bpe(data: bytes, pair_map: dict[tuple[int, int], tuple[int, int]]) -> tuple[list[int], tuple | None]:
+    """`tokenizers`' BPE of ``data`` alone (lowest merge index first, leftmost on ties): the
+    symbols it ends with and its last merge. Single bytes are their own ranks."""
+    symbols = list(data)
+    last = None
+    while len(symbols) > 1:
+        best = None
+        for j in range(len(symbols) - 1):
+            entry = pair_map.get((symbols[j], symbols[j + 1]))
+            if entry is not None and (best is None or entry[0] < best[0]):
+                best = (entry[0], j, entry[1])
+        if best is None:
+            break
+        _, j, formed = best
+        last = (symbols[j], symbols[j + 1])
+        symbols[j : j + 2] = [formed]
+    return symbols, last
+
+
+# ---------------------------------------------------------------------------------- the encoding
+class HFEncoding(Encoding):
+    """An ``Encoding`` whose text goes through a `tokenizers` pipeline before the compiled BPE.
+
+    Stages run in Python over the ``regex`` module (each linear in its input); every piece is
+    encoded by the compiled core. ``count``/``encode`` are exact; the operations that need the
+    pre-tokenizer's horizon (``split_at``, interval and appendable counters, the chunker) are
+    refused with NotImplementedError rather than answered approximately.
+    """
+
+    def __init__(self, name: str, vocab: Vocab, *, normalizer, stages: list[_Stage], added: list[_Added],
+                 whole: dict[bytes, int], pattern: str | None = None) -> None:
+        specials = {a.content: a.id for a in added if a.special}
+        super().__init__(name, None, None, specials, vocab=vocab)
+        self._normalizer = normalizer
+        self._stages = stages
+        self._whole = whole
+        # A pre-tokenizer that is one regex split (Qwen2: NFC, then one Split): each segment
+        # between added tokens goes whole to a compiled encoder with that pattern (its scanner
+        # or the regex fallback) instead of through the Python stages.
+        self._segment_core = BacktrackEncoder(vocab, pattern) if pattern is not None and not whole else None
+        self._raw = _Matcher([(a.content, a) for a in added if not a.normalized])
+        norm = normalizer or (lambda s: s)
+        self._normed = _Matcher([(norm(a.content), a) for a in added if a.normalized])
+        self._special_ids = frozenset(specials.values())
+        self._added_ids = {a.content: a.id for a in added}
+        self._special_bytes = {a.id: a.content.encode("utf-8") for a in added}
+        for data, tid in whole.items():
+            self._special_bytes.setdefault(tid, data)
+        self.max_token_value = max([vocab.max_id, *self._special_bytes])
+
+    # --------------------------------------------------------------- the pipeline
+    def _pieces(self, text: str, skip: frozenset[int]) -> Iterable[str | int]:
+        """Pieces of text to encode (str) and added-token ids (int), in order."""
+        norm = self._normalizer
+        for seg, tid in self._raw.cut(text, skip):
+            if tid is not None:
+                yield tid
+                continue
+            if norm is not None:
+                seg = norm(seg)
+            for part, pid in self._normed.cut(seg, skip):
+                if pid is not None:
+                    yield pid
+                    continue
+                if not part:
+                    continue
+                if self._segment_core is not None:
+                    yield part
+                    continue
+                pieces = [part]
+                for stage in self._stages:
+                    pieces = stage(pieces)
+                yield from pieces
+
+    def _run(self, text: str, skip: frozenset[int], count_only: bool, limit: int | None = None):
+        """Ids of ``text`` (or their number); with ``limit``, None as soon as the count passes it."""
+        core = self._segment_core or self._core
+        whole = self._whole
+        out: list[int] = []
+        total = 0
+        for piece in self._pieces(_valid(text), skip):
+            if type(piece) is int:
+                total += 1
+                out.append(piece)
+                continue
+            if whole:
+                tid = whole.get(piece.encode("utf-8"))
+                if tid is not None:
+                    total += 1
+                    out.append(tid)
+                    continue
+            if count_only:
+                total += core.count(piece)
+                if limit is not None and total > limit:
+                    return None
+            else:
+                out += core.encode(piece)
+        return total if count_only else out
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """`tokenizers`' ``encode(text, add_special_tokens=False)`` with special tokens read as text."""
+        return self._run(text, self._special_ids, False)
+
+    def count(self, text: str) -> int:
+        return self._run(text, self._special_ids, True)
+
+    def encode(self, text: str, *, allowed_special=frozenset(), disallowed_special="all") -> list[int]:
+        """As ``Encoding.encode``; allowed special tokens are cut out with their file's flags."""
+        allowed = self._check_special(text, allowed_special, disallowed_special)
+        skip = self._special_ids - {self.special_tokens[s] for s in allowed}
+        return self._run(text, frozenset(skip), False)
+
+    def encode_to_buffer(self, text: str, *, allowed_special=frozenset(), disallowed_special="all"):
+        import array
+
+        return array.array("I", self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special))
+
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 8, allowed_special=frozenset(),
+                     disallowed_special="all") -> list[list[int]]:
+        return [self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special) for t in texts]
+
+    def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[list[int]]:
+        return [self.encode_ordinary(t) for t in texts]
+
+    def count_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[int]:
+        return [self.count(t) for t in texts]
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        if isinstance(text_or_bytes, str) and text_or_bytes in self._added_ids:
+            return self._added_ids[text_or_bytes]
+        data = text_or_bytes.encode("utf-8") if isinstance(text_or_bytes, str) else text_or_bytes
+        if data in self._whole:
+            return self._whole[data]
+        return super().encode_single_token(data)
+
+    # --------------------------------------------------------------- exact operations
+    def count_till_limit(self, text: str, limit: int) -> int | None:
+        """``count(text)`` if at most ``limit``, else None.
+
+        BPE stops at the first piece that passes ``limit``; the normalizer and pre-tokenizer still
+        run over each added-token-free segment whole (their cost grows with the segment's length).
+        """
+        return self._run(text, self._special_ids, True, limit)
+
+    def _refuse(self, op: str):
+        raise NotImplementedError(
+            f"{op} is not available for {self.name!r}: its tokenizer.json needs the general pipeline "
+            "(normalizer, chained pre-tokenizers or added tokens), which has no exact horizon yet"
+        )
+
+    def split_at(self, text: str, n: int) -> int:
+        self._refuse("split_at")
+
+    def split_at_end(self, text: str, n: int) -> int:
+        self._refuse("split_at_end")
+
+    def interval_counter(self, text: str, *, piece_tables: bool = True):
+        self._refuse("interval_counter")
+
+    def appendable_counter(self):
+        self._refuse("appendable_counter")
+
+    def prependable_counter(self):
+        self._refuse("prependable_counter")
+
+    def save_tiktoken(self, path) -> str:
+        self._refuse("save_tiktoken")
+
+    def save_hf(self, path) -> str:
+        self._refuse("save_hf")
+
+
+def load_hf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
+    """An encoding from a Hugging Face ``tokenizer.json`` with a byte-level BPE model.
+
+    ``encode_ordinary(text)`` equals `tokenizers`' ``encode(text, add_special_tokens=False)`` with
+    ``encode_special_tokens=True``; ``encode(text, allowed_special="all")`` equals it without.
+    A component that cannot be reproduced exactly raises VocabError naming it.
+    """
+    data = read_file(path)
+    source = str(path)
+    try:
+        doc = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        line = getattr(e, "lineno", None)
+        raise VocabError(f"{source}{':' + str(line) if line else ''}: not valid JSON: {e}") from e
+    except RecursionError as e:
+        raise VocabError(f"{source}: malformed tokenizer.json: JSON nested too deep") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+        raise VocabError(f"{source}: no 'model' object")
+    if name is None:
+        name = os.path.basename(os.path.dirname(os.path.abspath(path))) or "hf"
+    try:
+        enc = _build(doc, name, source)
+    except (TypeError, AttributeError, KeyError, IndexError) as e:
+        raise VocabError(f"{source}: malformed tokenizer.json: {type(e).__name__}: {e}") from e
+    enc.vocab_sha256 = hashlib.sha256(data).hexdigest()
+    return enc
+
+
+def _build(doc: dict, name: str, source: str) -> Encoding:
+    vocab, whole, ignore_merges = _model(doc, source)
+    added_list = doc.get("added_tokens") or []
+    if not isinstance(added_list, list):
+        raise VocabError(f"{source}: added_tokens is not a list")
+    added = [_Added(a, source) for a in added_list]
+    for a in added:
+        if vocab.index_of(a.id) >= 0:
+            raise VocabError(f"{source}: added token {a.content!r} reuses id {a.id} of a BPE token")
+    normalizer = _normalizer(doc.get("normalizer"), source)
+    pre = doc.get("pre_tokenizer")
+    stages = _pre_tokenizer(pre, source)
+    if not ignore_merges:
+        whole = {}
+    pattern = _single_pattern(pre)
+    simple = (
+        pattern is not None and normalizer is None and not whole
+        and all(a.special and not (a.lstrip or a.rstrip or a.single_word) for a in added)
+    )
+    if simple:
+        try:
+            return Encoding(name, None, pattern, {a.content: a.id for a in added}, vocab=vocab)
+        except ValueError as e:
+            raise VocabError(f"{source}: {e}") from e
+    return HFEncoding(name, vocab, normalizer=normalizer, stages=stages, added=added, whole=whole, pattern=pattern)

