@@ -41,7 +41,8 @@ import regex
 
 from bpecore.backtrack import BacktrackEncoder
 from bpecore.encoding import Encoding, _valid
-from bpecore.load import GPT2_SPLIT_PATTERN, VocabError, bytes_to_unicode, read_file
+from bpecore.load import VocabError, bytes_to_unicode, read_file
+from bpecore.patterns import BYTELEVEL_PATTERN
 from bpecore.pretokenize import R50K_PATTERN
 from bpecore.vocab import Vocab
 
@@ -159,7 +160,7 @@ def _split_stage(rx: regex.Pattern, behavior: str, invert: bool) -> _Stage:
 
 
 def _byte_level_stage(add_prefix_space: bool, use_regex: bool) -> _Stage:
-    rx = regex.compile(GPT2_SPLIT_PATTERN)
+    rx = regex.compile(BYTELEVEL_PATTERN)
 
     def stage(pieces: list[str]) -> list[str]:
         out: list[str] = []

@@ -1,4 +1,4 @@
-"""Reading vocabularies: `.tiktoken` rank files and Hugging Face `tokenizer.json` (byte-level BPE).
+"""Reading vocabularies: `.tiktoken` rank files and the helpers the `tokenizer.json` reader (`hf.py`) shares.
 
 Every malformed input raises ``VocabError`` (a ``ValueError``) naming the file and, where there is
 one, the line; a file is never half-loaded into a wrong vocabulary.
@@ -10,12 +10,10 @@ import base64
 import binascii
 import gzip
 import hashlib
-import json
 import os
 from functools import partial
-from typing import Any
+from importlib import resources
 
-from bpecore.pretokenize import R50K_PATTERN
 from bpecore.vocab import Vocab
 
 
@@ -146,115 +144,7 @@ def bytes_to_unicode() -> dict[int, str]:
     return dict(zip(printable, map(chr, chars)))
 
 
-def _hf_pattern(pre: Any, source: str) -> str | None:
-    """The split regex of a Hugging Face pre-tokenizer, or raise for one bpecore cannot reproduce."""
-    if pre is None:
-        return None
-    kind = pre.get("type")
-    if kind == "ByteLevel":
-        if pre.get("add_prefix_space"):
-            raise VocabError(f"{source}: ByteLevel add_prefix_space=true is not supported")
-        # GPT-2's pattern cuts exactly like r50k's possessive form, which has a fast scanner.
-        return R50K_PATTERN if pre.get("use_regex", True) else None
-    if kind == "Split":
-        pattern = pre.get("pattern", {})
-        if "Regex" in pattern:
-            regex_str = pattern["Regex"]
-        elif "String" in pattern:
-            import regex
-
-            regex_str = regex.escape(pattern["String"])
-        else:
-            raise VocabError(f"{source}: Split pre-tokenizer without a pattern")
-        if pre.get("behavior", "Isolated") != "Isolated" or pre.get("invert"):
-            raise VocabError(f"{source}: Split behavior {pre.get('behavior')!r} is not supported (only Isolated)")
-        return regex_str
-    if kind == "Sequence":
-        patterns = [_hf_pattern(p, source) for p in pre.get("pretokenizers", [])]
-        patterns = [p for p in patterns if p is not None]
-        if len(patterns) > 1:
-            raise VocabError(f"{source}: more than one splitting pre-tokenizer is not supported")
-        return patterns[0] if patterns else None
-    raise VocabError(f"{source}: pre-tokenizer {kind!r} is not supported (ByteLevel, Split, Sequence)")
-
-
-def parse_hf(data: bytes, source: str = "<bytes>") -> tuple[dict[bytes, int], str | None, dict[str, int], list[tuple[int, int, int]]]:
-    """Parse a Hugging Face `tokenizer.json` with a byte-level BPE model.
-
-    Returns (mergeable_ranks, pattern, special_tokens, merges) where merges are (left, right, merged)
-    ids, so the caller can check BPE-by-rank gives the same merges as the file's list.
-    Any malformed file raises VocabError (a wrong type anywhere, JSON nested too deep).
-    """
-    try:
-        return _parse_hf(data, source)
-    except (RecursionError, TypeError, AttributeError, KeyError, IndexError) as e:
-        raise VocabError(f"{source}: malformed tokenizer.json: {type(e).__name__}: {e}") from e
-
-
-def _parse_hf(data: bytes, source: str) -> tuple[dict[bytes, int], str | None, dict[str, int], list[tuple[int, int, int]]]:
-    try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        line = getattr(e, "lineno", None)
-        raise VocabError(f"{source}{':' + str(line) if line else ''}: not valid JSON: {e}") from e
-    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
-        raise VocabError(f"{source}: no 'model' object")
-    model = doc["model"]
-    if model.get("type", "BPE") != "BPE":
-        raise VocabError(f"{source}: model type {model.get('type')!r} is not BPE")
-    if doc.get("normalizer") is not None:
-        raise VocabError(f"{source}: normalizers are not supported (found {doc['normalizer'].get('type')!r})")
-    vocab = model.get("vocab")
-    merges = model.get("merges")
-    if not isinstance(vocab, dict) or not isinstance(merges, list):
-        raise VocabError(f"{source}: model needs a 'vocab' object and a 'merges' list")
-    for token, tid in vocab.items():
-        if type(tid) is not int or tid < 0:
-            raise VocabError(f"{source}: vocab id of {token!r} is {tid!r}, not an integer >= 0")
-    byte_of = {c: b for b, c in bytes_to_unicode().items()}
-
-    def to_bytes(token: str, where: str) -> bytes:
-        try:
-            return bytes(byte_of[c] for c in token)
-        except KeyError as e:
-            raise VocabError(f"{source}: {where}: {token!r} is not a byte-level token") from e
-
-    ranks: dict[bytes, int] = {}
-    b2u = bytes_to_unicode()  # once: building it per byte made a small file's load take 0.4 s
-    for b in range(256):
-        char = b2u[b]
-        if char not in vocab:
-            raise VocabError(f"{source}: vocab lacks the byte-level token {char!r} for byte 0x{b:02x}")
-        ranks[bytes([b])] = vocab[char]
-    triples: list[tuple[int, int, int]] = []
-    for i, merge in enumerate(merges):
-        where = f"merges[{i}]"
-        if isinstance(merge, str):
-            parts = merge.split(" ")
-        elif isinstance(merge, list):
-            parts = merge
-        else:
-            raise VocabError(f"{source}: {where}: expected 'a b' or ['a', 'b'], got {merge!r}")
-        if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
-            raise VocabError(f"{source}: {where}: expected two tokens, got {merge!r}")
-        left, right = parts
-        merged = left + right
-        for tok in (left, right, merged):
-            if tok not in vocab:
-                raise VocabError(f"{source}: {where}: token {tok!r} is not in the vocab")
-        merged_bytes = to_bytes(merged, where)
-        if merged_bytes in ranks and ranks[merged_bytes] != vocab[merged]:
-            raise VocabError(f"{source}: {where}: token {merged!r} is formed twice")
-        ranks[merged_bytes] = vocab[merged]
-        triples.append((vocab[left], vocab[right], vocab[merged]))
-    specials = {}
-    for added in doc.get("added_tokens") or []:
-        content, tid = added.get("content"), added.get("id")
-        if not isinstance(content, str) or not isinstance(tid, int):
-            raise VocabError(f"{source}: malformed added_tokens entry {added!r}")
-        specials[content] = tid
-    for content, tid in specials.items():
-        if tid in set(ranks.values()):
-            raise VocabError(f"{source}: added token {content!r} reuses id {tid} of a BPE token")
-    pattern = _hf_pattern(doc.get("pre_tokenizer"), source)
-    return ranks, pattern, specials, triples
+def shipped_sha256() -> dict[str, str]:
+    """File name -> SHA-256 of each vocabulary file shipped in ``bpecore/data`` (its SHA256SUMS)."""
+    text = resources.files("bpecore").joinpath("data/SHA256SUMS").read_text()
+    return {name: digest for digest, name in (line.split() for line in text.splitlines() if line.strip())}

@@ -18,7 +18,7 @@ from typing import Callable
 from bpecore.encoding import Encoding
 from bpecore.export import sidecar_path
 from bpecore.vocab import Vocab
-from bpecore.load import VocabError, parse_hf, read_file, tiktoken_vocab
+from bpecore.load import VocabError, read_file, shipped_sha256, tiktoken_vocab
 
 ENDOFTEXT = "<|endoftext|>"
 FIM_PREFIX = "<|fim_prefix|>"
@@ -30,11 +30,6 @@ ENDOFPROMPT = "<|endofprompt|>"
 from bpecore.pretokenize import CL100K_PATTERN as CL100K_PATTERN  # noqa: E402
 from bpecore.pretokenize import O200K_PATTERN as O200K_PATTERN  # noqa: E402
 from bpecore.pretokenize import R50K_PATTERN as R50K_PATTERN  # noqa: E402
-
-
-def _shipped_sha256() -> dict[str, str]:
-    text = resources.files("bpecore").joinpath("data/SHA256SUMS").read_text()
-    return {name: digest for digest, name in (line.split() for line in text.splitlines() if line.strip())}
 
 
 _STEPS_MAGIC = b"bpecore-split-steps 1"
@@ -72,7 +67,7 @@ def _load_shipped(filename: str) -> tuple[Vocab, str]:
     """
     path = resources.files("bpecore").joinpath(f"data/{filename}.gz")
     data = read_file(str(path))
-    expected = _shipped_sha256()[filename]
+    expected = shipped_sha256()[filename]
     actual = hashlib.sha256(data).hexdigest()
     if actual != expected:
         raise VocabError(f"{path}: SHA-256 {actual} does not match the pinned {expected}; reinstall bpecore")

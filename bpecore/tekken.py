@@ -22,7 +22,7 @@ import os
 from importlib import resources
 
 from bpecore.encoding import Encoding
-from bpecore.load import VocabError, read_file
+from bpecore.load import VocabError, read_file, shipped_sha256
 
 #: The special tokens of Tekken files older than v7, which do not list them (ids 0..19); the
 #: rest, up to ``default_num_special_tokens``, are ``<SPECIAL_{id}>``.
@@ -101,11 +101,9 @@ def load_tekken(path: str | os.PathLike, *, name: str | None = None) -> Encoding
 
 def shipped_tekken() -> Encoding:
     """``get_encoding("tekken")``: the vendored ``tekken_240718.json``, after checking its SHA-256."""
-    from bpecore.registry import _shipped_sha256
-
     path = resources.files("bpecore").joinpath(f"data/{SHIPPED}.gz")
     data = read_file(str(path))
-    expected = _shipped_sha256()[SHIPPED]
+    expected = shipped_sha256()[SHIPPED]
     actual = hashlib.sha256(data).hexdigest()
     if actual != expected:
         raise VocabError(f"{path}: SHA-256 {actual} does not match the pinned {expected}; reinstall bpecore")

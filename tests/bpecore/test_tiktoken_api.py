@@ -41,9 +41,9 @@ def test_module_functions():
     assert bpecore.encoding_for_model("ft:gpt-4o-mini:org::id").name == "o200k_base"
     with pytest.raises(KeyError, match="Could not automatically map nope"):
         bpecore.encoding_for_model("nope")
-    assert set(bpecore.list_encoding_names()) == {
-        "gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base", "o200k_harmony"
-    }
+    assert {"gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base", "o200k_harmony"} <= set(
+        bpecore.list_encoding_names()
+    )
     with pytest.raises(ValueError):
         bpecore.get_encoding("nope")
     with pytest.raises(ValueError, match="Expected a string"):
