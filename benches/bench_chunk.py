@@ -29,8 +29,8 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the in-place build, if not installed
 import bpecore
@@ -44,11 +44,18 @@ def load_tiktoken():
     import tiktoken.registry
 
     data = gzip.decompress((SHARED / "vocab" / "cl100k_base.tiktoken.gz").read_bytes())
-    ranks = {base64.b64decode(t): int(r) for t, r in (line.split() for line in data.splitlines() if line)}
+    ranks = {
+        base64.b64decode(t): int(r) for t, r in (line.split() for line in data.splitlines() if line)
+    }
     enc = tiktoken.Encoding(
-        "cl100k_base", pat_str=CL100K_PATTERN, mergeable_ranks=ranks, special_tokens=bpecore.get_encoding("cl100k_base").special_tokens
+        "cl100k_base",
+        pat_str=CL100K_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens=bpecore.get_encoding("cl100k_base").special_tokens,
     )
-    tiktoken.registry.ENCODINGS["cl100k_base"] = enc  # so get_encoding("cl100k_base") needs no network
+    tiktoken.registry.ENCODINGS["cl100k_base"] = (
+        enc  # so get_encoding("cl100k_base") needs no network
+    )
     return enc
 
 
@@ -61,16 +68,22 @@ def splitters(tik) -> dict[str, Callable[[int], Callable[[str], list[str]]]]:
         from semantic_text_splitter import TextSplitter
 
         out["sts"] = lambda n: TextSplitter.from_tiktoken_model("gpt-4", n).chunks
-        out["sts-callback"] = lambda n: TextSplitter.from_callback(lambda s: len(tik.encode_ordinary(s)), n).chunks
+        out["sts-callback"] = lambda n: (
+            TextSplitter.from_callback(lambda s: len(tik.encode_ordinary(s)), n).chunks
+        )
     except ImportError:
         print("# semantic-text-splitter not installed: skipped", file=sys.stderr)
     try:
         from langchain_text_splitters import RecursiveCharacterTextSplitter, TokenTextSplitter
 
-        out["langchain-token"] = lambda n: TokenTextSplitter(encoding_name="cl100k_base", chunk_size=n, chunk_overlap=0).split_text
-        out["langchain-recursive"] = lambda n: RecursiveCharacterTextSplitter.from_tiktoken_encoder(
-            encoding_name="cl100k_base", chunk_size=n, chunk_overlap=0
-        ).split_text
+        out["langchain-token"] = lambda n: (
+            TokenTextSplitter(encoding_name="cl100k_base", chunk_size=n, chunk_overlap=0).split_text
+        )
+        out["langchain-recursive"] = lambda n: (
+            RecursiveCharacterTextSplitter.from_tiktoken_encoder(
+                encoding_name="cl100k_base", chunk_size=n, chunk_overlap=0
+            ).split_text
+        )
     except ImportError:
         print("# langchain-text-splitters not installed: skipped", file=sys.stderr)
     return out
@@ -83,7 +96,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=0, help="bytes of each corpus to use (0: all)")
     ap.add_argument("--runs", type=int, default=1, help="report the best of this many runs")
     ap.add_argument("--splitters", nargs="+", default=None, help="subset of contenders to run")
-    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall clock or process CPU time")
+    ap.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall", help="wall clock or process CPU time"
+    )
     args = ap.parse_args()
 
     import bpecore.chunker  # noqa: F401  (the name used by the bpecore contender)
@@ -92,16 +107,27 @@ def main() -> None:
     contenders = splitters(tik)
     if args.splitters:
         contenders = {k: v for k, v in contenders.items() if k in args.splitters}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parent,
+    ).stdout.strip()
     enc = bpecore.get_encoding("cl100k_base")
     clock = time.perf_counter if args.clock == "wall" else time.process_time
-    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, commit {commit}, "
-          f"interval_counter={'yes' if hasattr(enc, 'interval_counter') else 'no (slow exact adapter)'}, "
-          f"clock={args.clock}, load average {os.getloadavg()[0]:.1f}")
-    print(f"| {'corpus':12} | {'limit':>5} | {'splitter':19} | {'MB/s':>7} | {'chunks':>6} | {'mean fill':>9} | {'over limit':>10} |")
+    print(
+        f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, commit {commit}, "
+        f"interval_counter={'yes' if hasattr(enc, 'interval_counter') else 'no (slow exact adapter)'}, "
+        f"clock={args.clock}, load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"| {'corpus':12} | {'limit':>5} | {'splitter':19} | {'MB/s':>7} | {'chunks':>6} | {'mean fill':>9} | {'over limit':>10} |"
+    )
     print(f"|{'-' * 14}|{'-' * 7}|{'-' * 21}|{'-' * 9}|{'-' * 8}|{'-' * 11}|{'-' * 12}|")
     for name in args.corpora:
-        text = gzip.decompress((SHARED / "corpora" / f"{name}.1mb.txt.gz").read_bytes()).decode("utf-8")
+        text = gzip.decompress((SHARED / "corpora" / f"{name}.1mb.txt.gz").read_bytes()).decode(
+            "utf-8"
+        )
         if args.size:
             text = text.encode("utf-8")[: args.size].decode("utf-8", "ignore")
         mb = len(text.encode("utf-8")) / 1e6
@@ -119,7 +145,10 @@ def main() -> None:
                 counts = [len(tik.encode_ordinary(c)) for c in chunks]
                 fill = sum(counts) / len(counts) / limit if counts else 0.0
                 over = sum(c > limit for c in counts)
-                print(f"| {name:12} | {limit:5d} | {label:19} | {mb / best[label]:7.2f} | {len(chunks):6d} | {fill:9.3f} | {over:10d} |", flush=True)
+                print(
+                    f"| {name:12} | {limit:5d} | {label:19} | {mb / best[label]:7.2f} | {len(chunks):6d} | {fill:9.3f} | {over:10d} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -74,22 +74,40 @@ import bpecore  # noqa: E402
 from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
-CORPORA = ["english", "code", "multilingual", "adv_base64", "adv_digits", "adv_repeat_a", "adv_unicode",
-           "adv_whitespace"]
+CORPORA = [
+    "english",
+    "code",
+    "multilingual",
+    "adv_base64",
+    "adv_digits",
+    "adv_repeat_a",
+    "adv_unicode",
+    "adv_whitespace",
+]
 ENCODINGS = {"cl100k_base": CL100K_PATTERN, "o200k_base": O200K_PATTERN}
 PEERS = ["tiktoken", "bpe-openai", "riptoken", "fastokens", "gigatoken", "toktok-rs", "quicktok-v1"]
 LIBRARIES = ["bpecore", *PEERS]
 # The distribution each library is installed as (for its version in the tables).
-DISTRIBUTIONS = {"bpecore": "bpecore", "tiktoken": "tiktoken", "bpe-openai": "bpe-openai", "riptoken": "riptoken",
-                 "fastokens": "fastokens", "gigatoken": "gigatoken", "toktok-rs": "toktok-rs",
-                 "quicktok-v1": "quicktok-v1"}
+DISTRIBUTIONS = {
+    "bpecore": "bpecore",
+    "tiktoken": "tiktoken",
+    "bpe-openai": "bpe-openai",
+    "riptoken": "riptoken",
+    "fastokens": "fastokens",
+    "gigatoken": "gigatoken",
+    "toktok-rs": "toktok-rs",
+    "quicktok-v1": "quicktok-v1",
+}
 SHORT_NAMES = {"cl100k_base": "cl100k", "o200k_base": "o200k"}  # toktok-rs / quicktok-v1 file names
 SMALL_TEXTS, SMALL_CHARS, COLD_CHARS = 10_000, 1_000, 4_000
 
 
 def shared_ranks(name: str) -> dict[bytes, int]:
     data = gzip.decompress((SHARED / "vocab" / f"{name}.tiktoken.gz").read_bytes())
-    return {base64.b64decode(tok): int(rank) for tok, rank in (line.split() for line in data.splitlines() if line)}
+    return {
+        base64.b64decode(tok): int(rank)
+        for tok, rank in (line.split() for line in data.splitlines() if line)
+    }
 
 
 def corpus(name: str) -> str:
@@ -116,8 +134,10 @@ def write_peer_vocab(directory: str) -> None:
         Path(directory, f"{name}.tiktoken").write_bytes(raw)
         with open(Path(directory, f"{SHORT_NAMES[name]}.vocab"), "wb") as f:
             f.write(struct.pack("<I", len(ranks)))
-            f.writelines(struct.pack("<H", len(token)) + token + struct.pack("<I", rank)
-                         for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]))
+            f.writelines(
+                struct.pack("<H", len(token)) + token + struct.pack("<I", rank)
+                for token, rank in sorted(ranks.items(), key=lambda kv: kv[1])
+            )
         Path(directory, f"{SHORT_NAMES[name]}.special").write_bytes(struct.pack("<I", 0))
     try:
         import quicktok
@@ -150,34 +170,52 @@ def make_peer(peer: str, name: str, vocab_dir: str | None = None) -> dict[str, o
         if peer == "tiktoken":
             import tiktoken
 
-            tk = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=shared_ranks(name), special_tokens={})
-            return {"encode": tk.encode_ordinary, "count": lambda t, f=tk.encode_ordinary: len(f(t))}
+            tk = tiktoken.Encoding(
+                name, pat_str=pattern, mergeable_ranks=shared_ranks(name), special_tokens={}
+            )
+            return {
+                "encode": tk.encode_ordinary,
+                "count": lambda t, f=tk.encode_ordinary: len(f(t)),
+            }
         if peer == "bpe-openai":
             import bpe_openai  # ships its own cl100k/o200k files: no download
 
-            backend = bpe_openai.get_encoding(name)._backend  # the Encoding wrapper refuses >= 1M chars
+            backend = bpe_openai.get_encoding(
+                name
+            )._backend  # the Encoding wrapper refuses >= 1M chars
             return {"encode": backend.encode, "count": backend.count}
         if peer == "riptoken":
             import riptoken
 
             rp = riptoken.CoreBPE(shared_ranks(name), {}, pattern)
-            return {"encode": rp.encode_ordinary, "count": lambda t, f=rp.encode_ordinary: len(f(t))}
+            return {
+                "encode": rp.encode_ordinary,
+                "count": lambda t, f=rp.encode_ordinary: len(f(t)),
+            }
         vocab_dir = vocab_dir or peer_vocab_dir()
         if peer == "fastokens":
             import fastokens
 
             # encoding= picks its preset for the shipped pattern (the same as ENCODINGS[name]).
-            ft = fastokens.Tokenizer.from_tiktoken(str(Path(vocab_dir, f"{name}.tiktoken")), encoding=name,
-                                                   special_tokens={})
-            return {"encode": lambda t, f=ft.encode_ordinary: f(t).ids, "count": lambda t, f=ft.encode_ordinary: len(f(t))}
+            ft = fastokens.Tokenizer.from_tiktoken(
+                str(Path(vocab_dir, f"{name}.tiktoken")), encoding=name, special_tokens={}
+            )
+            return {
+                "encode": lambda t, f=ft.encode_ordinary: f(t).ids,
+                "count": lambda t, f=ft.encode_ordinary: len(f(t)),
+            }
         if peer == "gigatoken":
             import gigatoken
 
-            gt = gigatoken.Tokenizer.from_tiktoken(str(Path(vocab_dir, f"{name}.tiktoken")),
-                                                   pretokenizer={"cl100k_base": "gpt4", "o200k_base": "o200k"}[name],
-                                                   special_tokens=None).backend
-            return {"encode": lambda t, f=gt.encode_batch_list: f([t], parallel=False)[0],
-                    "count": lambda t, f=gt.encode: len(f(t))}
+            gt = gigatoken.Tokenizer.from_tiktoken(
+                str(Path(vocab_dir, f"{name}.tiktoken")),
+                pretokenizer={"cl100k_base": "gpt4", "o200k_base": "o200k"}[name],
+                special_tokens=None,
+            ).backend
+            return {
+                "encode": lambda t, f=gt.encode_batch_list: f([t], parallel=False)[0],
+                "count": lambda t, f=gt.encode: len(f(t)),
+            }
         if peer == "toktok-rs":
             import toktok
 
@@ -212,7 +250,9 @@ def library(lib: str, name: str, vocab_dir: str | None = None) -> dict[str, obje
     return make_peer(lib, name, vocab_dir)
 
 
-def interleaved(funcs: dict[str, object], arg, reps: int, clock=time.perf_counter) -> dict[str, float]:
+def interleaved(
+    funcs: dict[str, object], arg, reps: int, clock=time.perf_counter
+) -> dict[str, float]:
     """Median seconds of each function over ``reps`` rounds, one call of each per round."""
     times: dict[str, list[float]] = {k: [] for k in funcs}
     for f in funcs.values():
@@ -253,11 +293,15 @@ def call_check(ref: list[int], fs: dict[str, object], text: str) -> str | None:
     return None
 
 
-def check_exact(name: str, size: int, reps: int, names: list[str], vocab_dir: str) -> dict[str, dict[str, str | None]]:
+def check_exact(
+    name: str, size: int, reps: int, names: list[str], vocab_dir: str
+) -> dict[str, dict[str, str | None]]:
     """{corpus: {library: None or why not exact}} over every slice the main table will time."""
     import tiktoken
 
-    tk = tiktoken.Encoding(name, pat_str=ENCODINGS[name], mergeable_ranks=shared_ranks(name), special_tokens={})
+    tk = tiktoken.Encoding(
+        name, pat_str=ENCODINGS[name], mergeable_ranks=shared_ranks(name), special_tokens={}
+    )
     libs = {lib: fs for lib in LIBRARIES if (fs := library(lib, name, vocab_dir)) is not None}
     out: dict[str, dict[str, str | None]] = {}
     for cname in names:
@@ -274,16 +318,37 @@ def check_exact(name: str, size: int, reps: int, names: list[str], vocab_dir: st
 def main_table(size: int, reps: int, names: list[str], clock=time.perf_counter) -> None:
     what = "process CPU time" if clock is time.process_time else "wall time"
     vocab_dir = peer_vocab_dir()
-    print(f"## Throughput on first-seen text, MB/s (UTF-8 bytes, {what}), median of {reps} slices of up to "
-          f"{size:,} chars per cell")
+    print(
+        f"## Throughput on first-seen text, MB/s (UTF-8 bytes, {what}), median of {reps} slices of up to "
+        f"{size:,} chars per cell"
+    )
     print("Versions: " + ", ".join(f"{lib} {version(lib)}" for lib in LIBRARIES) + ".")
-    print("x best peer: bpecore / the fastest exact peer in the row (named). 'not exact': checked against tiktoken on")
+    print(
+        "x best peer: bpecore / the fastest exact peer in the row (named). 'not exact': checked against tiktoken on"
+    )
     print("every slice first, and not timed. '-': not installed.\n")
-    print("| encoding | corpus | op | slice | " + " | ".join(LIBRARIES) + " | x tiktoken | x best peer |")
+    print(
+        "| encoding | corpus | op | slice | "
+        + " | ".join(LIBRARIES)
+        + " | x tiktoken | x best peer |"
+    )
     print("|---|---|---|---:|" + "---:|" * len(LIBRARIES) + "---:|---:|")
     for name in ENCODINGS:
-        check = subprocess.run([sys.executable, __file__, "--_check", name, str(size), str(reps), ",".join(names), vocab_dir],
-                               check=False, capture_output=True, text=True)
+        check = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--_check",
+                name,
+                str(size),
+                str(reps),
+                ",".join(names),
+                vocab_dir,
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
         if check.returncode != 0:
             raise SystemExit(f"exactness check failed:\n{check.stderr}")
         verdicts = json.loads(check.stdout.strip().splitlines()[-1])
@@ -291,7 +356,7 @@ def main_table(size: int, reps: int, names: list[str], clock=time.perf_counter) 
         for cname in names:
             slices = first_seen_slices(corpus(cname), size, reps)
             exact = {lib: fs for lib, fs in libs.items() if verdicts[cname].get(lib) is None}
-            for lib, fs in exact.items():  # warm up: the first slice, never timed
+            for fs in exact.values():  # warm up: the first slice, never timed
                 fs["count"](fresh(slices[0]))
                 fs["encode"](fresh(slices[0]))
             for k, op in enumerate(("count", "encode")):
@@ -317,12 +382,24 @@ def main_table(size: int, reps: int, names: list[str], clock=time.perf_counter) 
                     else:
                         cells.append("-")
                 peer_rates = {p: rate[p] for p in PEERS if p in rate}
-                x_tk = f"{rate['bpecore'] / rate['tiktoken']:.2f}" if "bpecore" in rate and "tiktoken" in rate else "-"
+                x_tk = (
+                    f"{rate['bpecore'] / rate['tiktoken']:.2f}"
+                    if "bpecore" in rate and "tiktoken" in rate
+                    else "-"
+                )
                 best = max(peer_rates, key=peer_rates.get) if peer_rates else None
-                x_best = f"{rate['bpecore'] / peer_rates[best]:.2f} ({best})" if best and "bpecore" in rate else "-"
+                x_best = (
+                    f"{rate['bpecore'] / peer_rates[best]:.2f} ({best})"
+                    if best and "bpecore" in rate
+                    else "-"
+                )
                 kb = len(slices[1].encode("utf-8")) / 1e3
-                print(f"| {name} | {cname} | {op} | {kb:.0f} KB | " + " | ".join(cells) + f" | {x_tk} | {x_best} |",
-                      flush=True)
+                print(
+                    f"| {name} | {cname} | {op} | {kb:.0f} KB | "
+                    + " | ".join(cells)
+                    + f" | {x_tk} | {x_best} |",
+                    flush=True,
+                )
 
 
 def cold_and_small_texts() -> tuple[str, list[str]]:
@@ -340,7 +417,9 @@ def cold_and_small_texts() -> tuple[str, list[str]]:
     return cold, texts
 
 
-def cold_small_worker(lib: str, name: str, op: str, vocab_dir: str, clock=time.perf_counter) -> dict[str, object]:
+def cold_small_worker(
+    lib: str, name: str, op: str, vocab_dir: str, clock=time.perf_counter
+) -> dict[str, object]:
     """In a fresh process: build ``lib``, time its first call and then the small texts; check them after."""
     cold, texts = cold_and_small_texts()
     texts = [fresh(t) for t in texts]
@@ -358,25 +437,41 @@ def cold_small_worker(lib: str, name: str, op: str, vocab_dir: str, clock=time.p
     small = clock() - t0
     import tiktoken
 
-    tk = tiktoken.Encoding(name, pat_str=ENCODINGS[name], mergeable_ranks=shared_ranks(name), special_tokens={})
+    tk = tiktoken.Encoding(
+        name, pat_str=ENCODINGS[name], mergeable_ranks=shared_ranks(name), special_tokens={}
+    )
     want = [tk.encode_ordinary(t) for t in (cold, *texts)]
     got = [cold_out, *outs]
     if op == "count":
         exact = all(g == len(w) for g, w in zip(got, want))
     else:
         exact = all(list(g) == w for g, w in zip(got, want))
-    return {"installed": True, "exact": exact, "first_s": first, "small_s": small,
-            "cold_mb": len(cold.encode()) / 1e6, "small_mb": sum(len(t.encode()) for t in texts) / 1e6}
+    return {
+        "installed": True,
+        "exact": exact,
+        "first_s": first,
+        "small_s": small,
+        "cold_mb": len(cold.encode()) / 1e6,
+        "small_mb": sum(len(t.encode()) for t in texts) / 1e6,
+    }
 
 
 def cold_and_small(libs: list[str], clock_name: str = "wall") -> None:
     cold, texts = cold_and_small_texts()
     what = "process CPU time" if clock_name == "cpu" else "wall time"
     print(f"\n## Cold and many small texts ({what}; a fresh process per library, encoding and op)")
-    print(f"first call: ms for the first call after building, on {len(cold.encode()) / 1e3:.0f} KB (english, code,")
-    print(f"multilingual). small: MB/s over {len(texts):,} calls, one per distinct text of ~{SMALL_CHARS:,} chars")
-    print("(windows of the same three corpora, overlapping), in the same process after the first call. Checked against")
-    print("tiktoken after timing; 'not exact' replaces the figure. x best peer: bpecore against the fastest exact peer.\n")
+    print(
+        f"first call: ms for the first call after building, on {len(cold.encode()) / 1e3:.0f} KB (english, code,"
+    )
+    print(
+        f"multilingual). small: MB/s over {len(texts):,} calls, one per distinct text of ~{SMALL_CHARS:,} chars"
+    )
+    print(
+        "(windows of the same three corpora, overlapping), in the same process after the first call. Checked against"
+    )
+    print(
+        "tiktoken after timing; 'not exact' replaces the figure. x best peer: bpecore against the fastest exact peer.\n"
+    )
     print("| encoding | op | figure | " + " | ".join(libs) + " | x best peer |")
     print("|---|---|---|" + "---:|" * len(libs) + "---:|")
     vocab_dir = peer_vocab_dir()
@@ -384,10 +479,17 @@ def cold_and_small(libs: list[str], clock_name: str = "wall") -> None:
         for op in ("count", "encode"):
             res = {}
             for lib in libs:
-                r = subprocess.run([sys.executable, __file__, "--_cold", lib, name, op, vocab_dir, clock_name],
-                                   check=False, capture_output=True, text=True)
+                r = subprocess.run(
+                    [sys.executable, __file__, "--_cold", lib, name, op, vocab_dir, clock_name],
+                    check=False,
+                    capture_output=True,
+                    text=True,
+                )
                 if r.returncode != 0:
-                    res[lib] = {"installed": True, "error": (r.stderr.strip().splitlines() or ["?"])[-1]}
+                    res[lib] = {
+                        "installed": True,
+                        "error": (r.stderr.strip().splitlines() or ["?"])[-1],
+                    }
                 else:
                     res[lib] = json.loads(r.stdout.strip().splitlines()[-1])
             for figure in ("first call ms", "small MB/s"):
@@ -402,7 +504,11 @@ def cold_and_small(libs: list[str], clock_name: str = "wall") -> None:
                     elif not d["exact"]:
                         cells.append("not exact")
                     else:
-                        v = d["first_s"] * 1e3 if figure == "first call ms" else d["small_mb"] / d["small_s"]
+                        v = (
+                            d["first_s"] * 1e3
+                            if figure == "first call ms"
+                            else d["small_mb"] / d["small_s"]
+                        )
                         vals[lib] = v
                         cells.append(f"{v:.2f}" if figure == "first call ms" else f"{v:.1f}")
                 peer_vals = {p: v for p, v in vals.items() if p != "bpecore"}
@@ -414,11 +520,15 @@ def cold_and_small(libs: list[str], clock_name: str = "wall") -> None:
                     else:
                         best = max(peer_vals, key=peer_vals.get)
                         x = f"{vals['bpecore'] / peer_vals[best]:.2f} ({best})"
-                print(f"| {name} | {op} | {figure} | " + " | ".join(cells) + f" | {x} |", flush=True)
+                print(
+                    f"| {name} | {op} | {figure} | " + " | ".join(cells) + f" | {x} |", flush=True
+                )
 
 
 def small_inputs(reps: int) -> None:
-    print("\n## Small inputs (below the 4 KB piece-cache threshold or just above), english+code+multilingual, MB/s")
+    print(
+        "\n## Small inputs (below the 4 KB piece-cache threshold or just above), english+code+multilingual, MB/s"
+    )
     print("| encoding | chunk | op | bpecore | tiktoken | x tiktoken |")
     print("|---|---:|---|---:|---:|---:|")
     for name in ENCODINGS:
@@ -435,7 +545,10 @@ def small_inputs(reps: int) -> None:
                 t = interleaved(funcs, chunks, reps)
                 ours_rate = mb / t["bpecore"]
                 tk_rate = mb / t["tiktoken"] if tk else float("nan")
-                print(f"| {name} | {chunk:,} | {op} | {ours_rate:.1f} | {tk_rate:.1f} | {ours_rate / tk_rate:.2f} |", flush=True)
+                print(
+                    f"| {name} | {chunk:,} | {op} | {ours_rate:.1f} | {tk_rate:.1f} | {ours_rate / tk_rate:.2f} |",
+                    flush=True,
+                )
 
 
 def worst_cases(reps: int) -> None:
@@ -454,18 +567,37 @@ def worst_cases(reps: int) -> None:
             per_byte = []
             for n in (10_000, 100_000, 1_000_000):
                 text = make(n)
-                per_byte.append(interleaved({"b": enc.encode_ordinary}, text, reps, time.thread_time)["b"] / n * 1e9)
-            tk_ns = (interleaved({"t": tk["encode"]}, make(1_000_000), 1, time.thread_time)["t"] / 1e6 * 1e9
-                     if tk else float("nan"))
-            print(f"| {name} | {label} | " + " | ".join(f"{x:.1f}" for x in per_byte)
-                  + f" | {max(per_byte) / min(per_byte):.2f} | {tk_ns:.1f} |", flush=True)
+                per_byte.append(
+                    interleaved({"b": enc.encode_ordinary}, text, reps, time.thread_time)["b"]
+                    / n
+                    * 1e9
+                )
+            tk_ns = (
+                interleaved({"t": tk["encode"]}, make(1_000_000), 1, time.thread_time)["t"]
+                / 1e6
+                * 1e9
+                if tk
+                else float("nan")
+            )
+            print(
+                f"| {name} | {label} | "
+                + " | ".join(f"{x:.1f}" for x in per_byte)
+                + f" | {max(per_byte) / min(per_byte):.2f} | {tk_ns:.1f} |",
+                flush=True,
+            )
 
 
 def batches(reps: int) -> None:
     print("\n## Batches: 2 threads vs 1 (english+code+multilingual, 2,000 texts of ~2.5 KB), MB/s")
-    print("CPU/wall = process CPU seconds per wall second in the 2-thread run: below ~1.8 the box did not")
-    print("give us two cores, and the speed-up is bounded by it, not by the GIL (held only for the lists).")
-    print("Speed-up: median over rounds of (1-thread time / 2-thread time), the two calls side by side.")
+    print(
+        "CPU/wall = process CPU seconds per wall second in the 2-thread run: below ~1.8 the box did not"
+    )
+    print(
+        "give us two cores, and the speed-up is bounded by it, not by the GIL (held only for the lists)."
+    )
+    print(
+        "Speed-up: median over rounds of (1-thread time / 2-thread time), the two calls side by side."
+    )
     print("| encoding | op | 1 thread | 2 threads | speed-up | CPU/wall (2 threads) |")
     print("|---|---|---:|---:|---:|---:|")
     text = "".join(corpus(c)[:1_700_000] for c in ("english", "code", "multilingual"))
@@ -488,8 +620,13 @@ def batches(reps: int) -> None:
                     out.append(time.perf_counter() - t0)
             t = {1: statistics.median(one), 2: statistics.median(two)}
             speedup = statistics.median(a / b for a, b in zip(one, two))
-            cpu = interleaved({2: lambda ts: f(ts, num_threads=2)}, texts, reps, time.process_time)[2]
-            print(f"| {name} | {op} | {mb / t[1]:.1f} | {mb / t[2]:.1f} | {speedup:.2f} | {cpu / t[2]:.2f} |", flush=True)
+            cpu = interleaved({2: lambda ts: f(ts, num_threads=2)}, texts, reps, time.process_time)[
+                2
+            ]
+            print(
+                f"| {name} | {op} | {mb / t[1]:.1f} | {mb / t[2]:.1f} | {speedup:.2f} | {cpu / t[2]:.2f} |",
+                flush=True,
+            )
 
 
 RSS_SNIPPET = """
@@ -520,17 +657,24 @@ print(json.dumps([before, rss()]))
 
 
 def memory() -> None:
-    print("\n## Resident memory after loading cl100k_base + o200k_base (fresh subprocess each, VmRSS)")
+    print(
+        "\n## Resident memory after loading cl100k_base + o200k_base (fresh subprocess each, VmRSS)"
+    )
     print("| library | RSS before | RSS after | delta |")
     print("|---|---:|---:|---:|")
     for which in ("bpecore", "tiktoken", "bpe-openai"):
         code = RSS_SNIPPET.format(root=str(ROOT), which=which, bench=str(ROOT / "benches"))
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         if r.returncode != 0:
-            print(f"| {which} | - | - | failed: {r.stderr.strip().splitlines()[-1] if r.stderr else '?'} |")
+            print(
+                f"| {which} | - | - | failed: {r.stderr.strip().splitlines()[-1] if r.stderr else '?'} |"
+            )
             continue
         before, after = json.loads(r.stdout.strip().splitlines()[-1])
-        print(f"| {which} | {before / 2**20:.0f} MB | {after / 2**20:.0f} MB | {(after - before) / 2**20:.0f} MB |", flush=True)
+        print(
+            f"| {which} | {before / 2**20:.0f} MB | {after / 2**20:.0f} MB | {(after - before) / 2**20:.0f} MB |",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -544,16 +688,38 @@ def main() -> None:
         print(json.dumps(cold_small_worker(lib, name, op, vocab_dir, clock)))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--size", type=int, default=200_000, help="characters of each timed slice, at most")
-    ap.add_argument("--reps", type=int, default=3, help="timed slices per cell (the corpus is cut in 2 * reps + 1)")
-    ap.add_argument("--quick", action="store_true", help="english, code, multilingual only; no extra sections")
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="main, cold and small-texts tables: wall or process CPU time")
-    ap.add_argument("--corpora", help="comma-separated corpora for the main table (implies no extra sections)")
+    ap.add_argument(
+        "--size", type=int, default=200_000, help="characters of each timed slice, at most"
+    )
+    ap.add_argument(
+        "--reps",
+        type=int,
+        default=3,
+        help="timed slices per cell (the corpus is cut in 2 * reps + 1)",
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="english, code, multilingual only; no extra sections"
+    )
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="main, cold and small-texts tables: wall or process CPU time",
+    )
+    ap.add_argument(
+        "--corpora", help="comma-separated corpora for the main table (implies no extra sections)"
+    )
     ap.add_argument("--batches", action="store_true", help="only the batch table (2 threads vs 1)")
-    ap.add_argument("--peers-only", action="store_true", help="only the main table and the cold / small-texts table")
+    ap.add_argument(
+        "--peers-only",
+        action="store_true",
+        help="only the main table and the cold / small-texts table",
+    )
     args = ap.parse_args()
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
     print(f"# bench_encode at {commit}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
     print(f"load average before: {os.getloadavg()[0]:.2f}\n")
     if args.batches:

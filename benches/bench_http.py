@@ -93,7 +93,7 @@ if __name__ == "__main__":
                 access_log=False, log_level="warning")
 '''
 
-WRK_SCRIPT = r'''
+WRK_SCRIPT = r"""
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local f = io.open(os.getenv("BENCH_BODY"), "rb")
@@ -105,7 +105,7 @@ done = function(summary, latency, requests)
   io.write(string.format('BENCH {"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "errors": %d}\n',
     summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), errors))
 end
-'''
+"""
 
 
 def free_port() -> int:
@@ -132,14 +132,19 @@ def ready(port: int) -> bool:
 
 
 class Server:
-    def __init__(self, name: str, cmd: list[str], port: int, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, name: str, cmd: list[str], port: int, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cmd,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         self.startup_s = self._wait_ready()
         self.rss_loaded = rss_mb(self.proc.pid)
@@ -148,7 +153,9 @@ class Server:
         """Seconds from Popen to the first /readyz 200, polled every 5 ms."""
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited: {self.proc.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(
+                    f"{self.name} exited: {self.proc.stderr.read().decode()[-2000:]}"
+                )
             if ready(self.port):
                 return time.perf_counter() - self.t0
             time.sleep(0.005)
@@ -164,14 +171,30 @@ class Server:
 def run_wrk(url: str, body_path: Path, script: Path, concurrency: int, duration: float) -> dict:
     threads = min(2, concurrency)
     out = subprocess.run(
-        ["wrk", f"-t{threads}", f"-c{concurrency}", f"-d{max(1, round(duration))}s", "--timeout", "30s", "-s", str(script),
-         url + "/v1/count"],
-        capture_output=True, text=True, env={**os.environ, "BENCH_BODY": str(body_path)}, check=True,
+        [
+            "wrk",
+            f"-t{threads}",
+            f"-c{concurrency}",
+            f"-d{max(1, round(duration))}s",
+            "--timeout",
+            "30s",
+            "-s",
+            str(script),
+            url + "/v1/count",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "BENCH_BODY": str(body_path)},
+        check=True,
     ).stdout
     line = next(line for line in out.splitlines() if line.startswith("BENCH "))
     r = json.loads(line[6:])
-    return {"rps": r["requests"] / (r["duration_us"] / 1e6), "p50_ms": r["p50_us"] / 1000,
-            "p99_ms": r["p99_us"] / 1000, "errors": r["errors"]}
+    return {
+        "rps": r["requests"] / (r["duration_us"] / 1e6),
+        "p50_ms": r["p50_us"] / 1000,
+        "p99_ms": r["p99_us"] / 1000,
+        "errors": r["errors"],
+    }
 
 
 def run_python(url: str, body: bytes, concurrency: int, duration: float) -> dict:
@@ -181,19 +204,27 @@ def run_python(url: str, body: bytes, concurrency: int, duration: float) -> dict
         stop = time.perf_counter() + duration
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as c:
+
             async def worker() -> None:
                 nonlocal errors
                 while time.perf_counter() < stop:
                     t = time.perf_counter()
-                    r = await c.post("/v1/count", content=body, headers={"content-type": "application/json"})
+                    r = await c.post(
+                        "/v1/count", content=body, headers={"content-type": "application/json"}
+                    )
                     lat.append(time.perf_counter() - t)
                     errors += r.status_code != 200
+
             t0 = time.perf_counter()
             await asyncio.gather(*(worker() for _ in range(concurrency)))
             elapsed = time.perf_counter() - t0
         lat.sort()
-        return {"rps": len(lat) / elapsed, "p50_ms": lat[len(lat) // 2] * 1000,
-                "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000, "errors": errors}
+        return {
+            "rps": len(lat) / elapsed,
+            "p50_ms": lat[len(lat) // 2] * 1000,
+            "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000,
+            "errors": errors,
+        }
 
     return asyncio.run(main())
 
@@ -208,20 +239,28 @@ def texts() -> dict[str, str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per cell")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     ap.add_argument("--sizes", nargs="+", default=["1KB", "100KB"], choices=["1KB", "100KB"])
     ap.add_argument("--client", choices=["auto", "wrk", "python"], default="auto")
-    ap.add_argument("--startup-runs", type=int, default=5, help="fresh processes per kind for the start-up figure")
+    ap.add_argument(
+        "--startup-runs",
+        type=int,
+        default=5,
+        help="fresh processes per kind for the start-up figure",
+    )
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
     client = args.client
     if client == "auto":
         client = "wrk" if shutil.which("wrk") else "python"
 
-    import bpecore
     import tiktoken
+
+    import bpecore
 
     work = Path(tempfile.mkdtemp(prefix="bench_http_"))
     (work / "tiktoken_server.py").write_text(TIKTOKEN_SERVER)
@@ -251,9 +290,16 @@ def main() -> None:
 
     # the image runs pip-installed modules, compiled to bytecode at install; do the same here, or
     # every start-up would also compile the sources (PYTHONDONTWRITEBYTECODE keeps them uncached)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "service", "bpecore"], cwd=ROOT, check=True)
-    cmd_docker = json.loads(next(line for line in (ROOT / "Dockerfile").read_text().splitlines()
-                                 if line.startswith("CMD "))[4:])
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "service", "bpecore"], cwd=ROOT, check=True
+    )
+    cmd_docker = json.loads(
+        next(
+            line
+            for line in (ROOT / "Dockerfile").read_text().splitlines()
+            if line.startswith("CMD ")
+        )[4:]
+    )
     results = []
     meta = []
     for name in ("bpecore", "tiktoken"):
@@ -264,11 +310,18 @@ def main() -> None:
             cmd[cmd.index("--host") + 1] = "127.0.0.1"
             server = Server(name, cmd, port, {"BPESVC_LOG_LEVEL": "WARNING"})
         else:
-            server = Server(name, [sys.executable, str(work / "tiktoken_server.py"), str(port), str(VOCAB)], port)
+            server = Server(
+                name,
+                [sys.executable, str(work / "tiktoken_server.py"), str(port), str(VOCAB)],
+                port,
+            )
         try:
             for label, path in bodies.items():
-                got = httpx.post(server.url + "/v1/count", content=path.read_bytes(),
-                                 headers={"content-type": "application/json"}).json()["count"]
+                got = httpx.post(
+                    server.url + "/v1/count",
+                    content=path.read_bytes(),
+                    headers={"content-type": "application/json"},
+                ).json()["count"]
                 assert got == expected[label], (name, label, got, expected[label])
                 for c in args.concurrency:
                     # warm-up, then measure
@@ -279,10 +332,20 @@ def main() -> None:
                         run_python(server.url, path.read_bytes(), c, 1)
                         r = run_python(server.url, path.read_bytes(), c, args.duration)
                     results.append({"server": name, "size": label, "concurrency": c, **r})
-                    print(f"{name:9} {label:6} c={c:<3} {r['rps']:9.0f} req/s  p50 {r['p50_ms']:8.2f} ms  "
-                          f"p99 {r['p99_ms']:8.2f} ms  errors {r['errors']}", file=sys.stderr, flush=True)
-            meta.append({"server": name, "startup_s": server.startup_s, "rss_loaded_mb": server.rss_loaded,
-                         "rss_after_mb": rss_mb(server.proc.pid)})
+                    print(
+                        f"{name:9} {label:6} c={c:<3} {r['rps']:9.0f} req/s  p50 {r['p50_ms']:8.2f} ms  "
+                        f"p99 {r['p99_ms']:8.2f} ms  errors {r['errors']}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            meta.append(
+                {
+                    "server": name,
+                    "startup_s": server.startup_s,
+                    "rss_loaded_mb": server.rss_loaded,
+                    "rss_after_mb": rss_mb(server.proc.pid),
+                }
+            )
         finally:
             server.stop()
 
@@ -295,11 +358,19 @@ def main() -> None:
 
     kinds = {
         "bpecore, every shipped encoding": lambda port: Server(
-            "bpecore", bpecore_cmd(port), port, {"BPESVC_LOG_LEVEL": "WARNING"}),
+            "bpecore", bpecore_cmd(port), port, {"BPESVC_LOG_LEVEL": "WARNING"}
+        ),
         "bpecore, cl100k_base only": lambda port: Server(
-            "bpecore", bpecore_cmd(port), port, {"BPESVC_LOG_LEVEL": "WARNING", "BPESVC_ENCODINGS": '["cl100k_base"]'}),
+            "bpecore",
+            bpecore_cmd(port),
+            port,
+            {"BPESVC_LOG_LEVEL": "WARNING", "BPESVC_ENCODINGS": '["cl100k_base"]'},
+        ),
         "tiktoken, cl100k_base": lambda port: Server(
-            "tiktoken", [sys.executable, str(work / "tiktoken_server.py"), str(port), str(VOCAB)], port),
+            "tiktoken",
+            [sys.executable, str(work / "tiktoken_server.py"), str(port), str(VOCAB)],
+            port,
+        ),
     }
     starts: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
     for _ in range(args.startup_runs):
@@ -311,48 +382,90 @@ def main() -> None:
     for kind, runs in starts.items():
         seconds = sorted(t for t, _ in runs)
         rss = sorted(r for _, r in runs)
-        startup.append({"server": kind, "startup_s": statistics.median(seconds), "min_s": seconds[0],
-                        "max_s": seconds[-1], "rss_loaded_mb": statistics.median(rss)})
+        startup.append(
+            {
+                "server": kind,
+                "startup_s": statistics.median(seconds),
+                "min_s": seconds[0],
+                "max_s": seconds[-1],
+                "rss_loaded_mb": statistics.median(rss),
+            }
+        )
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip() or "(not a git checkout)"
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        or "(not a git checkout)"
+    )
     load = os.getloadavg()
-    print(f"\n## HTTP /v1/count, cl100k_base, English text ({client} client, {args.duration:g} s per cell)")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}, tiktoken {tiktoken.__version__}, commit {commit}, "
-          f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")
-    print("| size | conc. | bpecore req/s | p50 ms | p99 ms | tiktoken req/s | p50 ms | p99 ms | speed-up |")
+    print(
+        f"\n## HTTP /v1/count, cl100k_base, English text ({client} client, {args.duration:g} s per cell)"
+    )
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, tiktoken {tiktoken.__version__}, commit {commit}, "
+        f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n"
+    )
+    print(
+        "| size | conc. | bpecore req/s | p50 ms | p99 ms | tiktoken req/s | p50 ms | p99 ms | speed-up |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label in bodies:
         for c in args.concurrency:
-            a = next(r for r in results if r["server"] == "bpecore" and r["size"] == label and r["concurrency"] == c)
-            b = next(r for r in results if r["server"] == "tiktoken" and r["size"] == label and r["concurrency"] == c)
-            print(f"| {label} | {c} | {a['rps']:.0f} | {a['p50_ms']:.2f} | {a['p99_ms']:.2f} | {b['rps']:.0f} | "
-                  f"{b['p50_ms']:.2f} | {b['p99_ms']:.2f} | {a['rps'] / b['rps']:.2f}x |")
-    print("\n| size | bpecore best MB/s over HTTP (concurrency) | in-process `count`, one thread, MB/s | HTTP / in-process |")
+            a = next(
+                r
+                for r in results
+                if r["server"] == "bpecore" and r["size"] == label and r["concurrency"] == c
+            )
+            b = next(
+                r
+                for r in results
+                if r["server"] == "tiktoken" and r["size"] == label and r["concurrency"] == c
+            )
+            print(
+                f"| {label} | {c} | {a['rps']:.0f} | {a['p50_ms']:.2f} | {a['p99_ms']:.2f} | {b['rps']:.0f} | "
+                f"{b['p50_ms']:.2f} | {b['p99_ms']:.2f} | {a['rps'] / b['rps']:.2f}x |"
+            )
+    print(
+        "\n| size | bpecore best MB/s over HTTP (concurrency) | in-process `count`, one thread, MB/s | HTTP / in-process |"
+    )
     print("|---|---:|---:|---:|")
     for label in bodies:
         size_mb = bodies[label].stat().st_size / 1e6
-        best = max((r for r in results if r["server"] == "bpecore" and r["size"] == label), key=lambda r: r["rps"])
+        best = max(
+            (r for r in results if r["server"] == "bpecore" and r["size"] == label),
+            key=lambda r: r["rps"],
+        )
         http_mbs = best["rps"] * size_mb
-        print(f"| {label} | {http_mbs:.1f} ({best['concurrency']}) | {inproc[label]:.1f} | {http_mbs / inproc[label]:.0%} |")
+        print(
+            f"| {label} | {http_mbs:.1f} ({best['concurrency']}) | {inproc[label]:.1f} | {http_mbs / inproc[label]:.0%} |"
+        )
     print("\n| server | RSS after load | RSS after the load test |")
     print("|---|---:|---:|")
     for m in meta:
         print(f"| {m['server']} | {m['rss_loaded_mb']:.0f} MB | {m['rss_after_mb']:.0f} MB |")
-    print(f"\n| server | start-up to /readyz 200, median of {args.startup_runs} (min-max) | RSS after load |")
+    print(
+        f"\n| server | start-up to /readyz 200, median of {args.startup_runs} (min-max) | RSS after load |"
+    )
     print("|---|---:|---:|")
     for m in startup:
-        print(f"| {m['server']} | {m['startup_s']:.2f} s ({m['min_s']:.2f}-{m['max_s']:.2f}) | "
-              f"{m['rss_loaded_mb']:.0f} MB |")
-    print("\nbpecore serves every shipped encoding by default (cl100k_base, o200k_base, o200k_harmony); the "
-          "baseline loads cl100k_base only. Start-up is process start (Popen) to the first /readyz 200, "
-          "the image's CMD run on the host; fresh processes, the three kinds in turn.")
+        print(
+            f"| {m['server']} | {m['startup_s']:.2f} s ({m['min_s']:.2f}-{m['max_s']:.2f}) | "
+            f"{m['rss_loaded_mb']:.0f} MB |"
+        )
+    print(
+        "\nbpecore serves every shipped encoding by default (cl100k_base, o200k_base, o200k_harmony); the "
+        "baseline loads cl100k_base only. Start-up is process start (Popen) to the first /readyz 200, "
+        "the image's CMD run on the host; fresh processes, the three kinds in turn."
+    )
     errors = sum(r["errors"] for r in results)
     if errors:
         print(f"\nWARNING: {errors} failed requests")
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "servers": meta, "startup": startup}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"results": results, "servers": meta, "startup": startup}, indent=2)
+        )
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -63,8 +63,15 @@ def main() -> None:
     print(f"{'encodings':45} {'import ms':>10} {'load ms':>9} {'load CPU ms':>12}")
     for names in SETS:
         runs = [
-            json.loads(subprocess.run([sys.executable, "-c", CHILD, *names], env=env, check=True,
-                                      capture_output=True, text=True).stdout)
+            json.loads(
+                subprocess.run(
+                    [sys.executable, "-c", CHILD, *names],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+            )
             for _ in range(args.runs)
         ]
         med = {k: statistics.median(r[k] for r in runs) * 1e3 for k in runs[0]}
@@ -72,12 +79,21 @@ def main() -> None:
     names = SETS[-1]
     for mode in ("sequential", "thread"):
         runs = [
-            json.loads(subprocess.run([sys.executable, "-c", OVERLAP, mode, *names], env=env, check=True,
-                                      capture_output=True, text=True).stdout)["total"]
+            json.loads(
+                subprocess.run(
+                    [sys.executable, "-c", OVERLAP, mode, *names],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+            )["total"]
             for _ in range(args.runs)
         ]
-        print(f"import bpecore + load all + import fastapi/uvicorn/pydantic, {mode:10}: "
-              f"{statistics.median(runs) * 1e3:.0f} ms")
+        print(
+            f"import bpecore + load all + import fastapi/uvicorn/pydantic, {mode:10}: "
+            f"{statistics.median(runs) * 1e3:.0f} ms"
+        )
 
 
 if __name__ == "__main__":

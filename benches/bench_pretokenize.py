@@ -43,9 +43,15 @@ def main(names):
     inputs.update(WORST_CASES)
     if names:
         inputs = {k: v for k, v in inputs.items() if k in names}
-    print(f"{'input':20} {'pattern':7} {'pieces':>8} {'scanner MB/s':>13} {'regex MB/s':>11} {'speedup':>8}")
+    print(
+        f"{'input':20} {'pattern':7} {'pieces':>8} {'scanner MB/s':>13} {'regex MB/s':>11} {'speedup':>8}"
+    )
     for label, source in inputs.items():
-        text = source if isinstance(source, str) else gzip.decompress(source.read_bytes()).decode("utf-8")
+        text = (
+            source
+            if isinstance(source, str)
+            else gzip.decompress(source.read_bytes()).decode("utf-8")
+        )
         data = text.encode("utf-8")
         mb = len(data) / 1e6
         for name, pattern in PATTERNS.items():

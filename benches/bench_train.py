@@ -53,7 +53,10 @@ def _child(kind: str, vocab_size: int, train_file: str, out: str, superbpe: str)
         )
         tok.decoder = decoders.ByteLevel()
         trainer = BpeTrainer(
-            vocab_size=vocab_size, min_frequency=2, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+            vocab_size=vocab_size,
+            min_frequency=2,
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         )
         start = time.perf_counter()
         tok.train([train_file], trainer)
@@ -64,9 +67,21 @@ def _child(kind: str, vocab_size: int, train_file: str, out: str, superbpe: str)
         from bpecore import export
         from bpecore.training import train
 
-        transition = None if kind == "bpecore" else "auto" if superbpe == "auto" else int(vocab_size * float(superbpe)) - 256
+        transition = (
+            None
+            if kind == "bpecore"
+            else "auto"
+            if superbpe == "auto"
+            else int(vocab_size * float(superbpe)) - 256
+        )
         start = time.perf_counter()
-        enc = train([train_file], vocab_size=vocab_size, pattern="o200k", min_frequency=2, superbpe_transition=transition)
+        enc = train(
+            [train_file],
+            vocab_size=vocab_size,
+            pattern="o200k",
+            min_frequency=2,
+            superbpe_transition=transition,
+        )
         seconds = time.perf_counter() - start
         export.save_tiktoken(enc, os.path.join(out, "vocab.tiktoken"))
         merges = len(enc.training.merges)
@@ -129,7 +144,20 @@ def _tree_pss(root: int) -> int:
 def _run_measured(kind: str, vocab_size: int, train_file: str, superbpe: str) -> dict:
     """Run one trainer in a subprocess; its peaks come from the child (see ``_largest_peak``)."""
     out = tempfile.mkdtemp(prefix=f"bench_{kind}_")
-    cmd = [sys.executable, __file__, "--child", kind, "--vocab", str(vocab_size), "--train", train_file, "--out", out, "--superbpe", str(superbpe)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        kind,
+        "--vocab",
+        str(vocab_size),
+        "--train",
+        train_file,
+        "--out",
+        out,
+        "--superbpe",
+        str(superbpe),
+    ]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r, w = os.pipe()
     pid = os.fork()
@@ -151,7 +179,9 @@ def _run_measured(kind: str, vocab_size: int, train_file: str, superbpe: str) ->
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{kind} failed: {stdout[-500:]}")
     result = json.loads(stdout.strip().splitlines()[-1])
-    result["wait4_maxrss"] = usage.ru_maxrss * 1024  # at least this process's RSS at fork: see _largest_peak
+    result["wait4_maxrss"] = (
+        usage.ru_maxrss * 1024
+    )  # at least this process's RSS at fork: see _largest_peak
     result["tree_pss"] = peak_tree
     result["out"] = out
     return result
@@ -191,7 +221,9 @@ def _machine() -> str:
     except OSError:
         pass
     try:
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         commit = "?"
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -211,8 +243,17 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[8000, 32000])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=1, help="repeat the training text N times")
-    ap.add_argument("--superbpe", default="auto", help="SuperBPE transition: 'auto' (train()'s default rule) or a fraction of the vocab size")
-    ap.add_argument("--trainers", nargs="+", default=["hf", "bpecore", "superbpe"], choices=["hf", "bpecore", "superbpe"])
+    ap.add_argument(
+        "--superbpe",
+        default="auto",
+        help="SuperBPE transition: 'auto' (train()'s default rule) or a fraction of the vocab size",
+    )
+    ap.add_argument(
+        "--trainers",
+        nargs="+",
+        default=["hf", "bpecore", "superbpe"],
+        choices=["hf", "bpecore", "superbpe"],
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--vocab", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--train", help=argparse.SUPPRESS)
@@ -233,8 +274,10 @@ def main() -> None:
     size_mb = os.path.getsize(train_file) / 1e6
     held_bytes = {k: len(t.encode("utf-8")) for k, t in held.items()}
     print(f"machine: {_machine()}")
-    print(f"training text {size_mb:.2f} MB, held out {held_bytes['all'] / 1e3:.0f} KB ({held_bytes['english'] / 1e3:.0f} KB English); "
-          f"o200k split, min_frequency 2, SuperBPE transition {_describe(args.superbpe)}; median of {args.runs} runs")
+    print(
+        f"training text {size_mb:.2f} MB, held out {held_bytes['all'] / 1e3:.0f} KB ({held_bytes['english'] / 1e3:.0f} KB English); "
+        f"o200k split, min_frequency 2, SuperBPE transition {_describe(args.superbpe)}; median of {args.runs} runs"
+    )
     header = f"{'vocab':>6} {'trainer':<9} {'time s':>7} {'merges/s':>9} {'peak RSS MB':>11} {'tree PSS MB':>11} {'B/token':>8} {'English tokens':>15}"
     print(header)
     print("-" * len(header))
@@ -242,7 +285,9 @@ def main() -> None:
     for vocab_size in args.sizes:
         english_base = None
         for kind in kinds:
-            runs = [_run_measured(kind, vocab_size, train_file, args.superbpe) for _ in range(args.runs)]
+            runs = [
+                _run_measured(kind, vocab_size, train_file, args.superbpe) for _ in range(args.runs)
+            ]
             seconds = statistics.median(r["seconds"] for r in runs)
             peak = statistics.median(r["peak_rss"] for r in runs) / 1e6
             tree = statistics.median(r["tree_pss"] for r in runs) / 1e6
@@ -252,11 +297,24 @@ def main() -> None:
             note = ""
             if kind == "superbpe" and english_base:
                 note = f" ({100 * (1 - tokens['english'] / english_base):.1f}% fewer)"
-            row = (vocab_size, kind, seconds, runs[0]["merges"] / seconds, peak, tree, held_bytes["all"] / tokens["all"], tokens["english"])
+            row = (
+                vocab_size,
+                kind,
+                seconds,
+                runs[0]["merges"] / seconds,
+                peak,
+                tree,
+                held_bytes["all"] / tokens["all"],
+                tokens["english"],
+            )
             rows.append(row)
-            print(f"{row[0]:>6} {row[1]:<9} {row[2]:>7.2f} {row[3]:>9.0f} {row[4]:>11.0f} {row[5]:>11.0f} {row[6]:>8.3f} {row[7]:>15}{note}")
+            print(
+                f"{row[0]:>6} {row[1]:<9} {row[2]:>7.2f} {row[3]:>9.0f} {row[4]:>11.0f} {row[5]:>11.0f} {row[6]:>8.3f} {row[7]:>15}{note}"
+            )
     print("\npeak RSS: largest peak of the trainer process (VmHWM) and its workers (ru_maxrss);")
-    print("tree PSS: peak of the summed proportional set size of the trainer and its workers (sampled every 20 ms).")
+    print(
+        "tree PSS: peak of the summed proportional set size of the trainer and its workers (sampled every 20 ms)."
+    )
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ from bpecore.chunker import Chunk as Chunk
 from bpecore.chunker import chunk as chunk
 from bpecore.chunker import chunk_batch as chunk_batch
 from bpecore.encoding import Encoding as Encoding
-from bpecore.interval import IntervalCounter as IntervalCounter
 from bpecore.encoding import UnknownTokenError as UnknownTokenError
+from bpecore.interval import IntervalCounter as IntervalCounter
 from bpecore.load import VocabError as VocabError
 from bpecore.model import encoding_for_model as encoding_for_model
 from bpecore.model import encoding_name_for_model as encoding_name_for_model

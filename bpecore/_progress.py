@@ -18,8 +18,15 @@ class Progress:
 
     WIDTH = 30  #: characters of the bar
 
-    def __init__(self, label: str, total: float | None, unit: str = "", scale: float = 1.0,
-                 stream: TextIO | None = None, interval: float = 0.1) -> None:
+    def __init__(
+        self,
+        label: str,
+        total: float | None,
+        unit: str = "",
+        scale: float = 1.0,
+        stream: TextIO | None = None,
+        interval: float = 0.1,
+    ) -> None:
         self.label, self.total, self.unit, self.scale = label, total or None, unit, scale
         self.stream = sys.stderr if stream is None else stream
         self.interval = interval

@@ -15,8 +15,9 @@ examples the cookbook checked against the API (see tests/bpecore/test_chat.py).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 __all__ = ["count_messages"]
 
@@ -96,12 +97,20 @@ def _value_tokens(enc, key: str, value: Any) -> int:
     if key == "content" and isinstance(value, list):
         total = 0
         for part in value:
-            if isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str):
+            if (
+                isinstance(part, Mapping)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+            ):
                 total += enc.count(part["text"])
             else:
-                raise ValueError(f"only text content parts have a published token rule, got {part!r}")
+                raise ValueError(
+                    f"only text content parts have a published token rule, got {part!r}"
+                )
         return total
-    raise ValueError(f"message field {key!r} has no published token rule (got {type(value).__name__})")
+    raise ValueError(
+        f"message field {key!r} has no published token rule (got {type(value).__name__})"
+    )
 
 
 def _tool_tokens(enc, fam: _Family, tools: Iterable[Mapping[str, Any]]) -> int:
@@ -167,6 +176,10 @@ def count_messages(
     if tools:
         try:
             total += _tool_tokens(enc, fam, tools)
-        except (KeyError, TypeError, AttributeError) as e:  # e.g. a tool without a name, a non-object tool
+        except (
+            KeyError,
+            TypeError,
+            AttributeError,
+        ) as e:  # e.g. a tool without a name, a non-object tool
             raise ValueError(f"malformed tool definition ({type(e).__name__}: {e})") from None
     return total

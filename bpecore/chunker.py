@@ -31,9 +31,10 @@ with ``str.rfind`` over the newlines. The measurements: docs/perf/chunker.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import regex
 
@@ -56,7 +57,9 @@ class Chunk:
     tokens: int
 
 
-def _new_chunk(start: int, end: int, text: str, tokens: int, _new=object.__new__, _set=object.__setattr__) -> Chunk:
+def _new_chunk(
+    start: int, end: int, text: str, tokens: int, _new=object.__new__, _set=object.__setattr__
+) -> Chunk:
     """``Chunk(start, end, text, tokens)`` in about half the time (the frozen dataclass's
     ``__init__`` sets each field through ``object.__setattr__`` from Python)."""
     c = _new(Chunk)
@@ -129,7 +132,9 @@ _MARKDOWN_RE = regex.compile(
 
 _LOOKAHEAD = 16  # ends checked past a crossing: prefix counts are not monotonic inside a piece
 _WS_LOOKAHEAD = 130  # ... and inside whitespace, whose tokens are up to 128 characters long
-_MAX_FAILED_PER_LEVEL = 8  # exact checks that may fail (non-monotone counts) before going a level down
+_MAX_FAILED_PER_LEVEL = (
+    8  # exact checks that may fail (non-monotone counts) before going a level down
+)
 
 
 def _resolve(encoding: str | Encoding) -> Encoding:
@@ -144,7 +149,9 @@ def _resolve(encoding: str | Encoding) -> Encoding:
 class _Chunker:
     """State for chunking one text: the interval counter and a chars-per-token estimate."""
 
-    def __init__(self, enc: Encoding, text: str, max_tokens: int, overlap: int, trim: bool, markdown: bool):
+    def __init__(
+        self, enc: Encoding, text: str, max_tokens: int, overlap: int, trim: bool, markdown: bool
+    ):
         self.enc = enc
         self.text = text
         self.n = len(text)
@@ -302,7 +309,9 @@ class _Chunker:
                 depth = 1 if m.group("under").startswith("=") else 2
                 out.append((m.start(), _SECTION + 6 - depth))
                 self.heading_ends.add(self._skip_ws(m.end()))
-                self.heading_ends.add(self.text.rfind("\n", 0, m.start("under")) + 1)  # its underline
+                self.heading_ends.add(
+                    self.text.rfind("\n", 0, m.start("under")) + 1
+                )  # its underline
         return out
 
     # ------------------------------------------------------------------ boundary candidates
@@ -321,7 +330,9 @@ class _Chunker:
             return
         if level == _GRAPHEME:
             # Segment a stretch around ``e``; well after its start it is in sync with the text.
-            ends = [m.end() for m in _GRAPHEME_RE.finditer(text, max(s, e - 256), min(self.n, e + 64))]
+            ends = [
+                m.end() for m in _GRAPHEME_RE.finditer(text, max(s, e - 256), min(self.n, e + 64))
+            ]
             for b in reversed(ends):
                 if s < b <= e and not self._cuts_cluster(b):
                     yield b
@@ -346,7 +357,9 @@ class _Chunker:
                 continue  # keep a heading with the text under it
             yield b
 
-    def _newline_level(self, paragraph: bool, s: int, min_end: int, e: int) -> tuple[int, int, int] | None:
+    def _newline_level(
+        self, paragraph: bool, s: int, min_end: int, e: int
+    ) -> tuple[int, int, int] | None:
         """``_levels`` for the paragraph or the line level, without a reverse regex search.
 
         The candidates, in order, are those of a reverse search of ``\\n`` or of
@@ -361,7 +374,11 @@ class _Chunker:
             b = i + 1
             if b < e and text[b].isspace():
                 b = _WS_HEAD.match(text, b, e).end()
-            if b < n and (text[b] >= _FIRST_NO_CUT_BEFORE or text[b - 1] >= _FIRST_NO_CUT_AFTER or text[b - 1] == "\r"):
+            if b < n and (
+                text[b] >= _FIRST_NO_CUT_BEFORE
+                or text[b - 1] >= _FIRST_NO_CUT_AFTER
+                or text[b - 1] == "\r"
+            ):
                 if self._cuts_cluster(b):
                     continue
             if b in heading_ends:
@@ -444,11 +461,15 @@ class _Chunker:
                 if e_max < 0:
                     # Every end left (first <= e < split) gives the paragraph and line candidates
                     # that e_lo gives, so those two levels decide the same way for all of them.
-                    best = self._newline_level(True, s, min_end, e_lo) or self._newline_level(False, s, min_end, e_lo)
+                    best = self._newline_level(True, s, min_end, e_lo) or self._newline_level(
+                        False, s, min_end, e_lo
+                    )
                     if best is not None:
                         return best
                     e_max = self._look_ahead(s, limit, lo, first, split - 1)
-                    return self._levels(s, min_end, self._skip_ws(e_max) if self.trim else e_max, _SENTENCE, _CHAR)
+                    return self._levels(
+                        s, min_end, self._skip_ws(e_max) if self.trim else e_max, _SENTENCE, _CHAR
+                    )
             else:
                 e_max = self._look_ahead(s, limit, lo, first, stop)
         else:
@@ -462,7 +483,9 @@ class _Chunker:
         e = self._skip_ws(e_max) if self.trim else e_max
         return self._levels(s, min_end, e, _SECTION + 5 if self.sections else _PARAGRAPH, _CHAR)
 
-    def _levels(self, s: int, min_end: int, e: int, top: int, bottom: int) -> tuple[int, int, int] | None:
+    def _levels(
+        self, s: int, min_end: int, e: int, top: int, bottom: int
+    ) -> tuple[int, int, int] | None:
         """The first candidate from level ``top`` down to ``bottom`` whose chunk ``s..end`` fits."""
         limit, count = self.max_tokens, self.counter.count
         for level in range(top, bottom - 1, -1):
@@ -500,7 +523,9 @@ class _Chunker:
             b, end, tokens = best
             yield _new_chunk(s, end, text[s:end], tokens)
             if tokens:
-                self.chars_per_token = 0.5 * self.chars_per_token + 0.5 * max(1.0, (end - s) / tokens)
+                self.chars_per_token = 0.5 * self.chars_per_token + 0.5 * max(
+                    1.0, (end - s) / tokens
+                )
             best = None
             nxt = self._skip_ws(b) if self.trim and b < n and text[b].isspace() else b
             if nxt >= n:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from bpecore._progress import Progress
 
@@ -59,8 +59,14 @@ def _want_progress(flag: bool | None, n_chars: int) -> bool:
 
 # ------------------------------------------------------------------------------ count
 def _add_count(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("count", help="count tokens of files (or stdin)", description="Exact token counts, one line per file, then a total.")
-    p.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files; none or '-' reads stdin")
+    p = sub.add_parser(
+        "count",
+        help="count tokens of files (or stdin)",
+        description="Exact token counts, one line per file, then a total.",
+    )
+    p.add_argument(
+        "files", nargs="*", metavar="FILE", help="UTF-8 text files; none or '-' reads stdin"
+    )
     _encoding_option(p)
     p.set_defaults(func=_run_count)
 
@@ -87,8 +93,14 @@ def _run_count(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------ encode
 def _add_encode(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("encode", help="print token ids of a file (or stdin)", description="Token ids, space-separated, on one line.")
-    p.add_argument("file", nargs="?", metavar="FILE", help="a UTF-8 text file; none or '-' reads stdin")
+    p = sub.add_parser(
+        "encode",
+        help="print token ids of a file (or stdin)",
+        description="Token ids, space-separated, on one line.",
+    )
+    p.add_argument(
+        "file", nargs="?", metavar="FILE", help="a UTF-8 text file; none or '-' reads stdin"
+    )
     _encoding_option(p)
     p.add_argument("--json", action="store_true", help="print a JSON array instead")
     p.set_defaults(func=_run_encode)
@@ -108,13 +120,42 @@ def _add_chunk(sub: argparse._SubParsersAction) -> None:
         help="split a file (or stdin) into chunks of at most N tokens",
         description="Chunks of at most --max-tokens tokens each (exact), ending at the best boundary available.",
     )
-    p.add_argument("file", nargs="?", metavar="FILE", help="a UTF-8 text file; none or '-' reads stdin")
-    p.add_argument("--max-tokens", "-n", type=_positive_int, required=True, metavar="N", help="most tokens per chunk")
-    p.add_argument("--overlap", type=_non_negative_int, default=0, metavar="K", help="tokens each chunk may repeat from the previous one (default 0)")
+    p.add_argument(
+        "file", nargs="?", metavar="FILE", help="a UTF-8 text file; none or '-' reads stdin"
+    )
+    p.add_argument(
+        "--max-tokens",
+        "-n",
+        type=_positive_int,
+        required=True,
+        metavar="N",
+        help="most tokens per chunk",
+    )
+    p.add_argument(
+        "--overlap",
+        type=_non_negative_int,
+        default=0,
+        metavar="K",
+        help="tokens each chunk may repeat from the previous one (default 0)",
+    )
     p.add_argument("--markdown", action="store_true", help="prefer cuts before Markdown headings")
-    p.add_argument("--no-trim", dest="trim", action="store_false", help="keep whitespace at chunk edges (chunks then tile the text)")
-    p.add_argument("--jsonl", action="store_true", help="one JSON object per chunk: index, start, end, tokens, text")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar on stderr (default: for inputs over 1M chars on a terminal)")
+    p.add_argument(
+        "--no-trim",
+        dest="trim",
+        action="store_false",
+        help="keep whitespace at chunk edges (chunks then tile the text)",
+    )
+    p.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="one JSON object per chunk: index, start, end, tokens, text",
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: for inputs over 1M chars on a terminal)",
+    )
     _encoding_option(p)
     p.set_defaults(func=_run_chunk)
 
@@ -123,18 +164,39 @@ def _run_chunk(args: argparse.Namespace) -> int:
     from bpecore.chunker import _iter_chunks
 
     if args.overlap >= args.max_tokens:
-        raise _InputError(f"bpecore: --overlap ({args.overlap}) must be less than --max-tokens ({args.max_tokens})")
+        raise _InputError(
+            f"bpecore: --overlap ({args.overlap}) must be less than --max-tokens ({args.max_tokens})"
+        )
     enc = _encoding(args.encoding)
     text = _read(args.file)
-    progress = Progress("chunk", max(len(text), 1), "M chars", 1e6) if _want_progress(args.progress, len(text)) else None
+    progress = (
+        Progress("chunk", max(len(text), 1), "M chars", 1e6)
+        if _want_progress(args.progress, len(text))
+        else None
+    )
     out = sys.stdout
     try:
-        for i, c in enumerate(_iter_chunks(text, enc, args.max_tokens, args.overlap, args.trim, args.markdown)):
+        for i, c in enumerate(
+            _iter_chunks(text, enc, args.max_tokens, args.overlap, args.trim, args.markdown)
+        ):
             if args.jsonl:
-                out.write(json.dumps({"index": i, "start": c.start, "end": c.end, "tokens": c.tokens, "text": c.text}, ensure_ascii=False))
+                out.write(
+                    json.dumps(
+                        {
+                            "index": i,
+                            "start": c.start,
+                            "end": c.end,
+                            "tokens": c.tokens,
+                            "text": c.text,
+                        },
+                        ensure_ascii=False,
+                    )
+                )
                 out.write("\n")
             else:
-                out.write(f"--- chunk {i}: chars {c.start}-{c.end}, {c.tokens} tokens ---\n{c.text}\n")
+                out.write(
+                    f"--- chunk {i}: chars {c.start}-{c.end}, {c.tokens} tokens ---\n{c.text}\n"
+                )
             if progress:
                 progress(c.end)
     except ValueError as e:
@@ -146,7 +208,12 @@ def _run_chunk(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------ plumbing
 def _encoding_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--encoding", "-e", default=DEFAULT_ENCODING, help=f"encoding name, or a vocab file: .tiktoken (with its sidecar) or tokenizer.json (default {DEFAULT_ENCODING})")
+    p.add_argument(
+        "--encoding",
+        "-e",
+        default=DEFAULT_ENCODING,
+        help=f"encoding name, or a vocab file: .tiktoken (with its sidecar) or tokenizer.json (default {DEFAULT_ENCODING})",
+    )
 
 
 def _positive_int(s: str) -> int:
@@ -167,7 +234,11 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the HTTP service (needs the [service] extra)")
     p.add_argument("--host", help="interface to listen on (default: BPESVC_HOST or 0.0.0.0)")
     p.add_argument("--port", type=_positive_int, help="port (default: BPESVC_PORT or 8000)")
-    p.add_argument("--workers", type=_positive_int, help="uvicorn worker processes (default: BPESVC_WORKERS or 1)")
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        help="uvicorn worker processes (default: BPESVC_WORKERS or 1)",
+    )
     p.set_defaults(func=_run_serve)
 
 
@@ -175,26 +246,37 @@ def _run_serve(args: argparse.Namespace) -> int:
     try:
         from service.main import run
     except ImportError as e:
-        raise _InputError(f"bpecore serve needs the service extra: pip install 'bpecore[service]' ({e})") from e
+        raise _InputError(
+            f"bpecore serve needs the service extra: pip install 'bpecore[service]' ({e})"
+        ) from e
     run(args.host, args.port, args.workers)
     return 0
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
     # Listed for --help; ``main`` hands ``bpecore train ...`` to bpecore.training.main, which owns its options.
-    sub.add_parser("train", help="train a byte-level BPE vocabulary (bpecore train --help)", add_help=False)
+    sub.add_parser(
+        "train", help="train a byte-level BPE vocabulary (bpecore train --help)", add_help=False
+    )
 
 
 #: Subcommands, in help order: each adds its parser to the subparsers and sets ``func``.
 _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_count, _add_encode, _add_chunk, _add_train, _add_serve,
+    _add_count,
+    _add_encode,
+    _add_chunk,
+    _add_train,
+    _add_serve,
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
     from bpecore import __version__
 
-    parser = argparse.ArgumentParser(prog="bpecore", description="Exact BPE token counting, encoding and chunking (tiktoken-identical).")
+    parser = argparse.ArgumentParser(
+        prog="bpecore",
+        description="Exact BPE token counting, encoding and chunking (tiktoken-identical).",
+    )
     parser.add_argument("--version", action="version", version=f"bpecore {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _SUBCOMMANDS:

@@ -6,21 +6,21 @@ the GIL; this class only decides what to call.
 
 from __future__ import annotations
 
-from typing import AbstractSet, Collection, Iterable, Literal, Sequence
-
 import threading
 import weakref
-
-from bpecore._text import clean as _clean
+from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Literal
 
 from bpecore import appender as _appender
 from bpecore import prefix as _prefix
+from bpecore._text import clean as _clean
 from bpecore.appendable import AppendableCounter, PrependableCounter
 from bpecore.backtrack import BacktrackEncoder
 from bpecore.batch import encode_batch as _encode_batch
 from bpecore.interval import IntervalCounter
-from bpecore.prefix import SuffixTrie
 from bpecore.prefix import KIND_REGEX as _PAT_REGEX
+from bpecore.prefix import SuffixTrie
 from bpecore.vocab import Vocab
 
 _TRIE_LOCK = threading.Lock()
@@ -51,7 +51,7 @@ def _valid(text: str) -> str:
 class _RecountingCounter:
     """Appending counter for custom patterns (no scanner): recounts the whole text per push."""
 
-    def __init__(self, enc: "Encoding") -> None:
+    def __init__(self, enc: Encoding) -> None:
         import codecs
 
         self._enc = enc
@@ -77,12 +77,15 @@ class _RecountingCounter:
         return self.text.encode("utf-8")
 
     def __reduce__(self):
-        return (_rebuild_counter, (self._enc, "appendable", (self.bytes + self._decoder.getstate()[0],)))
+        return (
+            _rebuild_counter,
+            (self._enc, "appendable", (self.bytes + self._decoder.getstate()[0],)),
+        )
 
 
 #: Each Encoding by ``id`` of its core, so that a counter (which holds only the core) pickles with
 #: its encoding. Weak: an entry goes with its Encoding, and a core's id is not reused while it lives.
-_OWNERS: "weakref.WeakValueDictionary[int, Encoding]" = weakref.WeakValueDictionary()
+_OWNERS: weakref.WeakValueDictionary[int, Encoding] = weakref.WeakValueDictionary()
 
 
 def _reduce_counter(core, kind: str, state: tuple):
@@ -96,7 +99,7 @@ def _reduce_counter(core, kind: str, state: tuple):
     return (_rebuild_counter, (enc, kind, state))
 
 
-def _rebuild_counter(enc: "Encoding", kind: str, state: tuple):
+def _rebuild_counter(enc: Encoding, kind: str, state: tuple):
     if kind == "interval":
         text, piece_tables = state
         return enc.interval_counter(text, piece_tables=piece_tables)
@@ -114,14 +117,21 @@ def _rank_file(vocab: Vocab) -> bytes:
     import base64
 
     return b"".join(
-        base64.b64encode(vocab.token_bytes(i)) + b" %d\n" % vocab.id_of_index(i) for i in range(len(vocab))
+        base64.b64encode(vocab.token_bytes(i)) + b" %d\n" % vocab.id_of_index(i)
+        for i in range(len(vocab))
     )
 
 
-def _encoding_from_state(state: dict) -> "Encoding":
+def _encoding_from_state(state: dict) -> Encoding:
     from bpecore.load import tiktoken_vocab
 
-    enc = Encoding(state["name"], None, state["pattern"], state["special_tokens"], vocab=tiktoken_vocab(state["ranks"]))
+    enc = Encoding(
+        state["name"],
+        None,
+        state["pattern"],
+        state["special_tokens"],
+        vocab=tiktoken_vocab(state["ranks"]),
+    )
     enc.vocab_sha256 = state["vocab_sha256"]
     return enc
 
@@ -181,9 +191,16 @@ class Encoding:
             if vocab.index_of(tid) >= 0:
                 raise ValueError(f"special token {special!r} reuses id {tid} of a BPE token")
         if explicit_n_vocab is not None and explicit_n_vocab != self.max_token_value + 1:
-            raise ValueError(f"explicit_n_vocab={explicit_n_vocab} but the ids end at {self.max_token_value}")
-        if explicit_n_vocab is not None and len(vocab) + len(self.special_tokens) != explicit_n_vocab:
-            raise ValueError(f"explicit_n_vocab={explicit_n_vocab} but there are {len(vocab) + len(self.special_tokens)} tokens")
+            raise ValueError(
+                f"explicit_n_vocab={explicit_n_vocab} but the ids end at {self.max_token_value}"
+            )
+        if (
+            explicit_n_vocab is not None
+            and len(vocab) + len(self.special_tokens) != explicit_n_vocab
+        ):
+            raise ValueError(
+                f"explicit_n_vocab={explicit_n_vocab} but there are {len(vocab) + len(self.special_tokens)} tokens"
+            )
         self._special_bytes = {tid: s.encode("utf-8") for s, tid in self.special_tokens.items()}
         self._special_set = frozenset(self.special_tokens)
         self.vocab_sha256: str | None = None
@@ -300,7 +317,9 @@ class Encoding:
             self._refuse_special(text, disallowed)
         return allowed
 
-    def _special_sets(self, allowed_special, disallowed_special) -> tuple[frozenset[str], frozenset[str]]:
+    def _special_sets(
+        self, allowed_special, disallowed_special
+    ) -> tuple[frozenset[str], frozenset[str]]:
         """The (allowed, disallowed) special-token strings of a call's arguments."""
         if allowed_special == "all":
             allowed = self._special_set
@@ -337,7 +356,11 @@ class Encoding:
 
             names = list(self.special_tokens)
             prefix = os.path.commonprefix(names) if names else ""
-            finder = None if prefix or not names else re.compile("[" + "".join(sorted({re.escape(n[0]) for n in names})) + "]")
+            finder = (
+                None
+                if prefix or not names
+                else re.compile("[" + "".join(sorted({re.escape(n[0]) for n in names})) + "]")
+            )
             index = (prefix, sorted({len(n) for n in names}, reverse=True), finder)
             self.__dict__["_special_index"] = index
         return index
@@ -352,10 +375,16 @@ class Encoding:
         prefix = self._special_lookup()[0]
         if prefix and specials <= self._special_set:
             first, last = prefix[0], prefix[-1]
-            return [i for i, text in enumerate(texts) if first in text and last in text and prefix in text]
+            return [
+                i
+                for i, text in enumerate(texts)
+                if first in text and last in text and prefix in text
+            ]
         return list(range(len(texts)))
 
-    def _find_special(self, text: str, specials: AbstractSet[str], pos: int) -> tuple[int, str] | None:
+    def _find_special(
+        self, text: str, specials: AbstractSet[str], pos: int
+    ) -> tuple[int, str] | None:
         """Leftmost occurrence at or after ``pos`` of any of ``specials`` (longest on ties).
 
         One substring search for the prefix every special token of the encoding shares (``<|``
@@ -373,7 +402,9 @@ class Encoding:
                 if not special:
                     continue
                 i = text.find(special, pos)
-                if i >= 0 and (best is None or i < best[0] or (i == best[0] and len(special) > len(best[1]))):
+                if i >= 0 and (
+                    best is None or i < best[0] or (i == best[0] and len(special) > len(best[1]))
+                ):
                     best = (i, special)
         if lengths:
             end = len(text) if best is None else best[0] + 1
@@ -427,11 +458,15 @@ class Encoding:
         """
         texts = list(text)
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
-        candidates = self._may_hold_special(texts, allowed | disallowed) if allowed or disallowed else []
+        candidates = (
+            self._may_hold_special(texts, allowed | disallowed) if allowed or disallowed else []
+        )
         if disallowed:
             for i in candidates:
                 self._refuse_special(texts[i], disallowed)
-        plans: dict[int, list[int]] = {}  # text index -> its parts' indices in ``parts``, ~id for a special
+        plans: dict[
+            int, list[int]
+        ] = {}  # text index -> its parts' indices in ``parts``, ~id for a special
         parts = texts
         for i in candidates if allowed else ():
             text = texts[i]
@@ -467,7 +502,9 @@ class Encoding:
             del out[len(texts) :]
         return out
 
-    def encode_ordinary_batch(self, text: Sequence[str], *, num_threads: int = 8) -> list[list[int]]:
+    def encode_ordinary_batch(
+        self, text: Sequence[str], *, num_threads: int = 8
+    ) -> list[list[int]]:
         """``encode_ordinary`` over many texts, in threads (``text``: the list, as tiktoken names it)."""
         return self._run_chunks(list(text), num_threads, False)
 
@@ -656,7 +693,9 @@ class Encoding:
         """``encode`` as a ``numpy`` uint32 array over the ids' buffer (numpy is imported here only)."""
         import numpy as np
 
-        buffer = self.encode_to_buffer(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
+        buffer = self.encode_to_buffer(
+            text, allowed_special=allowed_special, disallowed_special=disallowed_special
+        )
         return np.frombuffer(buffer, dtype=np.uint32)
 
     def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
@@ -677,11 +716,15 @@ class Encoding:
             chars += sum(1 for b in piece if not 0x80 <= b < 0xC0)
         return b"".join(pieces).decode("utf-8", errors="strict"), offsets
 
-    def decode_batch(self, batch: Sequence[Sequence[int]], *, errors: str = "replace", num_threads: int = 8) -> list[str]:
+    def decode_batch(
+        self, batch: Sequence[Sequence[int]], *, errors: str = "replace", num_threads: int = 8
+    ) -> list[str]:
         """``decode`` of each token list (``num_threads`` is accepted for tiktoken's signature)."""
         return [self.decode(tokens, errors=errors) for tokens in batch]
 
-    def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *, num_threads: int = 8) -> list[bytes]:
+    def decode_bytes_batch(
+        self, batch: Sequence[Sequence[int]], *, num_threads: int = 8
+    ) -> list[bytes]:
         """``decode_bytes`` of each token list."""
         return [self.decode_bytes(tokens) for tokens in batch]
 
@@ -726,8 +769,8 @@ class Encoding:
             return tokens, 0
         if self.pattern is not None:
             last = None
-            for last in self._regex().finditer(tail):
-                pass
+            for match in self._regex().finditer(tail):
+                last = match
             if last is None:
                 return tokens, 0
             tail = tail[last.start() :]
@@ -828,9 +871,19 @@ class Encoding:
         # Trailing whitespace may split off when text is added ("\n\n" + "0" is "\n", "\n", "0").
         if len(unstable) > 1:
             last = _last_char(unstable)
-            if last is not None and len(unstable) > len(last[1]) and last[0].isspace() and last[0] not in "\x1c\x1d\x1e\x1f":
+            if (
+                last is not None
+                and len(unstable) > len(last[1])
+                and last[0].isspace()
+                and last[0] not in "\x1c\x1d\x1e\x1f"
+            ):
                 cut = len(unstable) - len(last[1])
-                completions.add(tuple(self._encode_single_piece(unstable[:cut]) + self._encode_single_piece(unstable[cut:])))
+                completions.add(
+                    tuple(
+                        self._encode_single_piece(unstable[:cut])
+                        + self._encode_single_piece(unstable[cut:])
+                    )
+                )
         return tokens, [list(c) for c in completions]
 
     # ----------------------------------------------------------------- pickle

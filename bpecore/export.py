@@ -26,7 +26,9 @@ if TYPE_CHECKING:  # Encoding's save methods call this module: it names the clas
 
 
 # An atom followed by a possessive counted repeat: ``\p{N}{1,3}+``, ``[a-z]{2}+``, ``x{1,}+``.
-_POSSESSIVE_COUNT = re.compile(r"(\\[pP]\{[^}]*\}|\\[pP]\w|\[(?:\\.|[^\]\\])*\]|\\.|[^\\()|])(\{\d+(?:,\d*)?\})\+")
+_POSSESSIVE_COUNT = re.compile(
+    r"(\\[pP]\{[^}]*\}|\\[pP]\w|\[(?:\\.|[^\]\\])*\]|\\.|[^\\()|])(\{\d+(?:,\d*)?\})\+"
+)
 
 
 def hf_regex(pattern: str) -> str:
@@ -82,14 +84,32 @@ def hf_json(enc: Encoding) -> dict:
             left, right = v.split(i)
             if left != i:  # unreachable tokens have no merge; only whole-piece lookup can give them
                 merges.append([spell(v.token_bytes(left)), spell(v.token_bytes(right))])
-    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    byte_level = {
+        "type": "ByteLevel",
+        "add_prefix_space": False,
+        "trim_offsets": True,
+        "use_regex": False,
+    }
     if enc.pattern is None:
         pre_tokenizer = byte_level
     else:
-        split = {"type": "Split", "pattern": {"Regex": hf_regex(enc.pattern)}, "behavior": "Isolated", "invert": False}
+        split = {
+            "type": "Split",
+            "pattern": {"Regex": hf_regex(enc.pattern)},
+            "behavior": "Isolated",
+            "invert": False,
+        }
         pre_tokenizer = {"type": "Sequence", "pretokenizers": [split, byte_level]}
     added = [
-        {"id": tid, "content": s, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+        {
+            "id": tid,
+            "content": s,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
         for s, tid in sorted(enc.special_tokens.items(), key=lambda kv: kv[1])
     ]
     return {

@@ -35,7 +35,8 @@ import hashlib
 import json
 import os
 import unicodedata
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import regex
 
@@ -55,39 +56,162 @@ _BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Co
 #: (``test_hf.py::test_character_classes`` re-checks them).
 _DIGIT = r"[\p{N}\U00011DE0-\U00011DE9\U00016FF4-\U00016FF6]"
 _PUNCT_RANGES = (
-    (0x0021, 0x002F), (0x003A, 0x0040), (0x005B, 0x0060), (0x007B, 0x007E), (0x00A1, 0x00A1),
-    (0x00A7, 0x00A7), (0x00AB, 0x00AB), (0x00B6, 0x00B7), (0x00BB, 0x00BB), (0x00BF, 0x00BF),
-    (0x037E, 0x037E), (0x0387, 0x0387), (0x055A, 0x055F), (0x0589, 0x058A), (0x05BE, 0x05BE),
-    (0x05C0, 0x05C0), (0x05C3, 0x05C3), (0x05C6, 0x05C6), (0x05F3, 0x05F4), (0x0609, 0x060A),
-    (0x060C, 0x060D), (0x061B, 0x061B), (0x061E, 0x061F), (0x066A, 0x066D), (0x06D4, 0x06D4),
-    (0x0700, 0x070D), (0x07F7, 0x07F9), (0x0830, 0x083E), (0x085E, 0x085E), (0x0964, 0x0965),
-    (0x0970, 0x0970), (0x0AF0, 0x0AF0), (0x0DF4, 0x0DF4), (0x0E4F, 0x0E4F), (0x0E5A, 0x0E5B),
-    (0x0F04, 0x0F12), (0x0F14, 0x0F14), (0x0F3A, 0x0F3D), (0x0F85, 0x0F85), (0x0FD0, 0x0FD4),
-    (0x0FD9, 0x0FDA), (0x104A, 0x104F), (0x10FB, 0x10FB), (0x1360, 0x1368), (0x1400, 0x1400),
-    (0x166D, 0x166E), (0x169B, 0x169C), (0x16EB, 0x16ED), (0x1735, 0x1736), (0x17D4, 0x17D6),
-    (0x17D8, 0x17DA), (0x1800, 0x180A), (0x1944, 0x1945), (0x1A1E, 0x1A1F), (0x1AA0, 0x1AA6),
-    (0x1AA8, 0x1AAD), (0x1B5A, 0x1B60), (0x1BFC, 0x1BFF), (0x1C3B, 0x1C3F), (0x1C7E, 0x1C7F),
-    (0x1CC0, 0x1CC7), (0x1CD3, 0x1CD3), (0x2010, 0x2027), (0x2030, 0x2043), (0x2045, 0x2051),
-    (0x2053, 0x205E), (0x207D, 0x207E), (0x208D, 0x208E), (0x2308, 0x230B), (0x2329, 0x232A),
-    (0x2768, 0x2775), (0x27C5, 0x27C6), (0x27E6, 0x27EF), (0x2983, 0x2998), (0x29D8, 0x29DB),
-    (0x29FC, 0x29FD), (0x2CF9, 0x2CFC), (0x2CFE, 0x2CFF), (0x2D70, 0x2D70), (0x2E00, 0x2E2E),
-    (0x2E30, 0x2E42), (0x3001, 0x3003), (0x3008, 0x3011), (0x3014, 0x301F), (0x3030, 0x3030),
-    (0x303D, 0x303D), (0x30A0, 0x30A0), (0x30FB, 0x30FB), (0xA4FE, 0xA4FF), (0xA60D, 0xA60F),
-    (0xA673, 0xA673), (0xA67E, 0xA67E), (0xA6F2, 0xA6F7), (0xA874, 0xA877), (0xA8CE, 0xA8CF),
-    (0xA8F8, 0xA8FA), (0xA8FC, 0xA8FC), (0xA92E, 0xA92F), (0xA95F, 0xA95F), (0xA9C1, 0xA9CD),
-    (0xA9DE, 0xA9DF), (0xAA5C, 0xAA5F), (0xAADE, 0xAADF), (0xAAF0, 0xAAF1), (0xABEB, 0xABEB),
-    (0xFD3E, 0xFD3F), (0xFE10, 0xFE19), (0xFE30, 0xFE52), (0xFE54, 0xFE61), (0xFE63, 0xFE63),
-    (0xFE68, 0xFE68), (0xFE6A, 0xFE6B), (0xFF01, 0xFF03), (0xFF05, 0xFF0A), (0xFF0C, 0xFF0F),
-    (0xFF1A, 0xFF1B), (0xFF1F, 0xFF20), (0xFF3B, 0xFF3D), (0xFF3F, 0xFF3F), (0xFF5B, 0xFF5B),
-    (0xFF5D, 0xFF5D), (0xFF5F, 0xFF65), (0x10100, 0x10102), (0x1039F, 0x1039F), (0x103D0, 0x103D0),
-    (0x1056F, 0x1056F), (0x10857, 0x10857), (0x1091F, 0x1091F), (0x1093F, 0x1093F),
-    (0x10A50, 0x10A58), (0x10A7F, 0x10A7F), (0x10AF0, 0x10AF6), (0x10B39, 0x10B3F),
-    (0x10B99, 0x10B9C), (0x11047, 0x1104D), (0x110BB, 0x110BC), (0x110BE, 0x110C1),
-    (0x11140, 0x11143), (0x11174, 0x11175), (0x111C5, 0x111C9), (0x111CD, 0x111CD),
-    (0x111DB, 0x111DB), (0x111DD, 0x111DF), (0x11238, 0x1123D), (0x112A9, 0x112A9),
-    (0x114C6, 0x114C6), (0x115C1, 0x115D7), (0x11641, 0x11643), (0x1173C, 0x1173E),
-    (0x12470, 0x12474), (0x16A6E, 0x16A6F), (0x16AF5, 0x16AF5), (0x16B37, 0x16B3B),
-    (0x16B44, 0x16B44), (0x1BC9F, 0x1BC9F), (0x1DA87, 0x1DA8B),
+    (0x0021, 0x002F),
+    (0x003A, 0x0040),
+    (0x005B, 0x0060),
+    (0x007B, 0x007E),
+    (0x00A1, 0x00A1),
+    (0x00A7, 0x00A7),
+    (0x00AB, 0x00AB),
+    (0x00B6, 0x00B7),
+    (0x00BB, 0x00BB),
+    (0x00BF, 0x00BF),
+    (0x037E, 0x037E),
+    (0x0387, 0x0387),
+    (0x055A, 0x055F),
+    (0x0589, 0x058A),
+    (0x05BE, 0x05BE),
+    (0x05C0, 0x05C0),
+    (0x05C3, 0x05C3),
+    (0x05C6, 0x05C6),
+    (0x05F3, 0x05F4),
+    (0x0609, 0x060A),
+    (0x060C, 0x060D),
+    (0x061B, 0x061B),
+    (0x061E, 0x061F),
+    (0x066A, 0x066D),
+    (0x06D4, 0x06D4),
+    (0x0700, 0x070D),
+    (0x07F7, 0x07F9),
+    (0x0830, 0x083E),
+    (0x085E, 0x085E),
+    (0x0964, 0x0965),
+    (0x0970, 0x0970),
+    (0x0AF0, 0x0AF0),
+    (0x0DF4, 0x0DF4),
+    (0x0E4F, 0x0E4F),
+    (0x0E5A, 0x0E5B),
+    (0x0F04, 0x0F12),
+    (0x0F14, 0x0F14),
+    (0x0F3A, 0x0F3D),
+    (0x0F85, 0x0F85),
+    (0x0FD0, 0x0FD4),
+    (0x0FD9, 0x0FDA),
+    (0x104A, 0x104F),
+    (0x10FB, 0x10FB),
+    (0x1360, 0x1368),
+    (0x1400, 0x1400),
+    (0x166D, 0x166E),
+    (0x169B, 0x169C),
+    (0x16EB, 0x16ED),
+    (0x1735, 0x1736),
+    (0x17D4, 0x17D6),
+    (0x17D8, 0x17DA),
+    (0x1800, 0x180A),
+    (0x1944, 0x1945),
+    (0x1A1E, 0x1A1F),
+    (0x1AA0, 0x1AA6),
+    (0x1AA8, 0x1AAD),
+    (0x1B5A, 0x1B60),
+    (0x1BFC, 0x1BFF),
+    (0x1C3B, 0x1C3F),
+    (0x1C7E, 0x1C7F),
+    (0x1CC0, 0x1CC7),
+    (0x1CD3, 0x1CD3),
+    (0x2010, 0x2027),
+    (0x2030, 0x2043),
+    (0x2045, 0x2051),
+    (0x2053, 0x205E),
+    (0x207D, 0x207E),
+    (0x208D, 0x208E),
+    (0x2308, 0x230B),
+    (0x2329, 0x232A),
+    (0x2768, 0x2775),
+    (0x27C5, 0x27C6),
+    (0x27E6, 0x27EF),
+    (0x2983, 0x2998),
+    (0x29D8, 0x29DB),
+    (0x29FC, 0x29FD),
+    (0x2CF9, 0x2CFC),
+    (0x2CFE, 0x2CFF),
+    (0x2D70, 0x2D70),
+    (0x2E00, 0x2E2E),
+    (0x2E30, 0x2E42),
+    (0x3001, 0x3003),
+    (0x3008, 0x3011),
+    (0x3014, 0x301F),
+    (0x3030, 0x3030),
+    (0x303D, 0x303D),
+    (0x30A0, 0x30A0),
+    (0x30FB, 0x30FB),
+    (0xA4FE, 0xA4FF),
+    (0xA60D, 0xA60F),
+    (0xA673, 0xA673),
+    (0xA67E, 0xA67E),
+    (0xA6F2, 0xA6F7),
+    (0xA874, 0xA877),
+    (0xA8CE, 0xA8CF),
+    (0xA8F8, 0xA8FA),
+    (0xA8FC, 0xA8FC),
+    (0xA92E, 0xA92F),
+    (0xA95F, 0xA95F),
+    (0xA9C1, 0xA9CD),
+    (0xA9DE, 0xA9DF),
+    (0xAA5C, 0xAA5F),
+    (0xAADE, 0xAADF),
+    (0xAAF0, 0xAAF1),
+    (0xABEB, 0xABEB),
+    (0xFD3E, 0xFD3F),
+    (0xFE10, 0xFE19),
+    (0xFE30, 0xFE52),
+    (0xFE54, 0xFE61),
+    (0xFE63, 0xFE63),
+    (0xFE68, 0xFE68),
+    (0xFE6A, 0xFE6B),
+    (0xFF01, 0xFF03),
+    (0xFF05, 0xFF0A),
+    (0xFF0C, 0xFF0F),
+    (0xFF1A, 0xFF1B),
+    (0xFF1F, 0xFF20),
+    (0xFF3B, 0xFF3D),
+    (0xFF3F, 0xFF3F),
+    (0xFF5B, 0xFF5B),
+    (0xFF5D, 0xFF5D),
+    (0xFF5F, 0xFF65),
+    (0x10100, 0x10102),
+    (0x1039F, 0x1039F),
+    (0x103D0, 0x103D0),
+    (0x1056F, 0x1056F),
+    (0x10857, 0x10857),
+    (0x1091F, 0x1091F),
+    (0x1093F, 0x1093F),
+    (0x10A50, 0x10A58),
+    (0x10A7F, 0x10A7F),
+    (0x10AF0, 0x10AF6),
+    (0x10B39, 0x10B3F),
+    (0x10B99, 0x10B9C),
+    (0x11047, 0x1104D),
+    (0x110BB, 0x110BC),
+    (0x110BE, 0x110C1),
+    (0x11140, 0x11143),
+    (0x11174, 0x11175),
+    (0x111C5, 0x111C9),
+    (0x111CD, 0x111CD),
+    (0x111DB, 0x111DB),
+    (0x111DD, 0x111DF),
+    (0x11238, 0x1123D),
+    (0x112A9, 0x112A9),
+    (0x114C6, 0x114C6),
+    (0x115C1, 0x115D7),
+    (0x11641, 0x11643),
+    (0x1173C, 0x1173E),
+    (0x12470, 0x12474),
+    (0x16A6E, 0x16A6F),
+    (0x16AF5, 0x16AF5),
+    (0x16B37, 0x16B3B),
+    (0x16B44, 0x16B44),
+    (0x1BC9F, 0x1BC9F),
+    (0x1DA87, 0x1DA8B),
 )
 _PUNCT = "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _PUNCT_RANGES) + "]"
 
@@ -192,23 +316,36 @@ def _stages(pre: Any, source: str) -> tuple[list[_Stage], bool]:
         byte_level = False
         for sub in pre.get("pretokenizers") or []:
             if byte_level:
-                raise VocabError(f"{source}: pre-tokenizer after ByteLevel is not supported "
-                                 "(it would split byte-level characters)")
+                raise VocabError(
+                    f"{source}: pre-tokenizer after ByteLevel is not supported "
+                    "(it would split byte-level characters)"
+                )
             more, byte_level = _stages(sub, source)
             stages += more
         return stages, byte_level
     if kind == "ByteLevel":
-        return [_byte_level_stage(_flag(pre, "add_prefix_space", False, source),
-                                  _flag(pre, "use_regex", True, source))], True
+        return [
+            _byte_level_stage(
+                _flag(pre, "add_prefix_space", False, source), _flag(pre, "use_regex", True, source)
+            )
+        ], True
     if kind == "Split":
-        return [_split_stage(_split_regex(pre, source), _behavior(pre, source), _flag(pre, "invert", False, source))], False
+        return [
+            _split_stage(
+                _split_regex(pre, source),
+                _behavior(pre, source),
+                _flag(pre, "invert", False, source),
+            )
+        ], False
     if kind == "Digits":
         behavior = "Isolated" if _flag(pre, "individual_digits", False, source) else "Contiguous"
         return [_split_stage(regex.compile(_DIGIT), behavior, False)], False
     if kind == "Punctuation":
         return [_split_stage(regex.compile(_PUNCT), _behavior(pre, source), False)], False
-    raise VocabError(f"{source}: pre-tokenizer {kind!r} is not supported "
-                     "(ByteLevel, Split, Digits, Punctuation, Sequence)")
+    raise VocabError(
+        f"{source}: pre-tokenizer {kind!r} is not supported "
+        "(ByteLevel, Split, Digits, Punctuation, Sequence)"
+    )
 
 
 def _flag(obj: dict, key: str, default: bool, source: str) -> bool:
@@ -217,14 +354,18 @@ def _flag(obj: dict, key: str, default: bool, source: str) -> bool:
     if value is None:
         return default
     if type(value) is not bool:
-        raise VocabError(f"{source}: {obj.get('type', 'added token')} {key}={value!r} is not true or false")
+        raise VocabError(
+            f"{source}: {obj.get('type', 'added token')} {key}={value!r} is not true or false"
+        )
     return value
 
 
 def _behavior(pre: dict, source: str) -> str:
     behavior = pre.get("behavior", "Isolated")
     if behavior not in _BEHAVIORS:
-        raise VocabError(f"{source}: Split behavior {behavior!r} is not one of {', '.join(_BEHAVIORS)}")
+        raise VocabError(
+            f"{source}: Split behavior {behavior!r} is not one of {', '.join(_BEHAVIORS)}"
+        )
     return behavior
 
 
@@ -254,11 +395,15 @@ def _single_pattern(pre: Any) -> str | None:
     if kind == "Sequence" and len(pre.get("pretokenizers") or []) == 2:
         split, byte_level = pre["pretokenizers"]
         if (
-            isinstance(split, dict) and isinstance(byte_level, dict)
-            and split.get("type") == "Split" and split.get("behavior", "Isolated") == "Isolated"
-            and not split.get("invert") and isinstance(split.get("pattern"), dict)
+            isinstance(split, dict)
+            and isinstance(byte_level, dict)
+            and split.get("type") == "Split"
+            and split.get("behavior", "Isolated") == "Isolated"
+            and not split.get("invert")
+            and isinstance(split.get("pattern"), dict)
             and isinstance(split["pattern"].get("Regex"), str)
-            and byte_level.get("type") == "ByteLevel" and not byte_level.get("add_prefix_space")
+            and byte_level.get("type") == "ByteLevel"
+            and not byte_level.get("add_prefix_space")
             and not byte_level.get("use_regex", True)
         ):
             return split["pattern"]["Regex"]
@@ -273,17 +418,51 @@ def _single_pattern(pre: Any) -> str | None:
 #: NFC/NFD/NFKC/NFKD of Python 3.11 (Unicode 14.0) and tokenizers 0.23.3
 #: (``test_hf.py::test_unnormalized_table`` re-checks them).
 _UNNORMALIZED_RANGES = (
-    (0x07FD, 0x07FD), (0x0898, 0x089F), (0x08CA, 0x08D3), (0x09FE, 0x09FE), (0x0C3C, 0x0C3C),
-    (0x0D3B, 0x0D3C), (0x0EBA, 0x0EBA), (0x1715, 0x1715), (0x1ABF, 0x1ACE), (0x1DF6, 0x1DFA),
-    (0x32FF, 0x32FF), (0xA7F2, 0xA7F4), (0xA82C, 0xA82C), (0xAB69, 0xAB69), (0x10781, 0x10785),
-    (0x10787, 0x107B0), (0x107B2, 0x107BA), (0x10D24, 0x10D27), (0x10EAB, 0x10EAC), (0x10F46, 0x10F50),
-    (0x10F82, 0x10F85), (0x11070, 0x11070), (0x1133B, 0x1133B), (0x1145E, 0x1145E), (0x11839, 0x1183A),
-    (0x11938, 0x11938), (0x1193D, 0x1193E), (0x11943, 0x11943), (0x119E0, 0x119E0), (0x11A34, 0x11A34),
-    (0x11A47, 0x11A47), (0x11A99, 0x11A99), (0x11D42, 0x11D42), (0x11D44, 0x11D45), (0x11D97, 0x11D97),
-    (0x16FF0, 0x16FF1), (0x1E130, 0x1E136), (0x1E2AE, 0x1E2AE), (0x1E2EC, 0x1E2EF), (0x1F16C, 0x1F16C),
+    (0x07FD, 0x07FD),
+    (0x0898, 0x089F),
+    (0x08CA, 0x08D3),
+    (0x09FE, 0x09FE),
+    (0x0C3C, 0x0C3C),
+    (0x0D3B, 0x0D3C),
+    (0x0EBA, 0x0EBA),
+    (0x1715, 0x1715),
+    (0x1ABF, 0x1ACE),
+    (0x1DF6, 0x1DFA),
+    (0x32FF, 0x32FF),
+    (0xA7F2, 0xA7F4),
+    (0xA82C, 0xA82C),
+    (0xAB69, 0xAB69),
+    (0x10781, 0x10785),
+    (0x10787, 0x107B0),
+    (0x107B2, 0x107BA),
+    (0x10D24, 0x10D27),
+    (0x10EAB, 0x10EAC),
+    (0x10F46, 0x10F50),
+    (0x10F82, 0x10F85),
+    (0x11070, 0x11070),
+    (0x1133B, 0x1133B),
+    (0x1145E, 0x1145E),
+    (0x11839, 0x1183A),
+    (0x11938, 0x11938),
+    (0x1193D, 0x1193E),
+    (0x11943, 0x11943),
+    (0x119E0, 0x119E0),
+    (0x11A34, 0x11A34),
+    (0x11A47, 0x11A47),
+    (0x11A99, 0x11A99),
+    (0x11D42, 0x11D42),
+    (0x11D44, 0x11D45),
+    (0x11D97, 0x11D97),
+    (0x16FF0, 0x16FF1),
+    (0x1E130, 0x1E136),
+    (0x1E2AE, 0x1E2AE),
+    (0x1E2EC, 0x1E2EF),
+    (0x1F16C, 0x1F16C),
     (0x1FBF0, 0x1FBF9),
 )
-_UNNORMALIZED = regex.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _UNNORMALIZED_RANGES) + "]+")
+_UNNORMALIZED = regex.compile(
+    "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _UNNORMALIZED_RANGES) + "]+"
+)
 
 
 def _unicode_normalize(form: str, text: str) -> str:
@@ -302,6 +481,7 @@ def _unicode_normalize(form: str, text: str) -> str:
         pos = m.end()
     out.append(unicodedata.normalize(form, text[pos:]))
     return "".join(out)
+
 
 def _normalizer(norm: Any, source: str) -> Callable[[str], str] | None:
     """The normalizer as a function of one segment's text, or None for no normalizer."""
@@ -343,8 +523,10 @@ def _normalizer(norm: Any, source: str) -> Callable[[str], str] | None:
                 raise VocabError(f"{source}: Replace pattern does not compile: {e}") from e
             return lambda text: rx.sub(lambda m: content, text)
         raise VocabError(f"{source}: Replace normalizer without a pattern")
-    raise VocabError(f"{source}: normalizer {kind!r} is not supported (NFC, NFD, NFKC, NFKD, Prepend, "
-                     "Replace, Sequence)")
+    raise VocabError(
+        f"{source}: normalizer {kind!r} is not supported (NFC, NFD, NFKC, NFKD, Prepend, "
+        "Replace, Sequence)"
+    )
 
 
 # ---------------------------------------------------------------------------------- added tokens
@@ -354,7 +536,11 @@ class _Added:
     __slots__ = ("content", "id", "special", "normalized", "lstrip", "rstrip", "single_word")
 
     def __init__(self, entry: Any, source: str) -> None:
-        if not isinstance(entry, dict) or not isinstance(entry.get("content"), str) or type(entry.get("id")) is not int:
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("content"), str)
+            or type(entry.get("id")) is not int
+        ):
             raise VocabError(f"{source}: malformed added_tokens entry {entry!r}")
         self.content: str = entry["content"]
         self.id: int = entry["id"]
@@ -419,7 +605,9 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
         if model.get(key):
             raise VocabError(f"{source}: BPE {key}={model[key]!r} is not supported")
     if model.get("byte_fallback"):
-        raise VocabError(f"{source}: BPE byte_fallback is not supported (a byte-level model needs none)")
+        raise VocabError(
+            f"{source}: BPE byte_fallback is not supported (a byte-level model needs none)"
+        )
     vocab = model.get("vocab")
     merges = model.get("merges")
     if not isinstance(vocab, dict) or not isinstance(merges, list):
@@ -452,10 +640,14 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
     for b in range(256):
         char = b2u[b]
         if char not in vocab:
-            raise VocabError(f"{source}: vocab lacks the byte-level token {char!r} for byte 0x{b:02x}")
+            raise VocabError(
+                f"{source}: vocab lacks the byte-level token {char!r} for byte 0x{b:02x}"
+            )
         order[bytes([b])] = b
         ids.append(vocab[char])
-    first_merge: dict[int, tuple[str, str, int]] = {}  # rank -> its first merge (left, right, index)
+    first_merge: dict[
+        int, tuple[str, str, int]
+    ] = {}  # rank -> its first merge (left, right, index)
     block: dict[int, list[int]] = {}  # rank -> [index of its last merge, number of its merges]
     pairs: list[tuple[str, str, int]] = []  # (left, right, rank formed) per merge, in list order
     seen: set[tuple[str, str]] = set()
@@ -467,7 +659,13 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
             parts = merge
         else:
             raise VocabError(f"{source}: {where}: expected 'a b' or ['a', 'b'], got {merge!r}")
-        if len(parts) != 2 or type(parts[0]) is not str or type(parts[1]) is not str or not parts[0] or not parts[1]:
+        if (
+            len(parts) != 2
+            or type(parts[0]) is not str
+            or type(parts[1]) is not str
+            or not parts[0]
+            or not parts[1]
+        ):
             raise VocabError(f"{source}: {where}: expected two tokens, got {merge!r}")
         left, right = parts
         whole_token = left + right
@@ -514,7 +712,9 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
         last, count = block[rank]
         split = core.split(rank) if core.is_reachable(rank) else None
         if (
-            split is None or last - i + 1 != count or pair_map.get(split, (0, -1))[1] != rank
+            split is None
+            or last - i + 1 != count
+            or pair_map.get(split, (0, -1))[1] != rank
             or _list_bpe(core.token_bytes(rank), pair_map) != ([rank], split)
         ):
             raise VocabError(
@@ -533,7 +733,9 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
     return core, whole, _flag(model, "ignore_merges", False, source)
 
 
-def _list_bpe(data: bytes, pair_map: dict[tuple[int, int], tuple[int, int]]) -> tuple[list[int], tuple | None]:
+def _list_bpe(
+    data: bytes, pair_map: dict[tuple[int, int], tuple[int, int]]
+) -> tuple[list[int], tuple | None]:
     """`tokenizers`' BPE of ``data`` alone (lowest merge index first, leftmost on ties): the
     symbols it ends with and its last merge. Single bytes are their own ranks."""
     symbols = list(data)
@@ -562,8 +764,17 @@ class HFEncoding(Encoding):
     refused with NotImplementedError rather than answered approximately.
     """
 
-    def __init__(self, name: str, vocab: Vocab, *, normalizer, stages: list[_Stage], added: list[_Added],
-                 whole: dict[bytes, int], pattern: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        vocab: Vocab,
+        *,
+        normalizer,
+        stages: list[_Stage],
+        added: list[_Added],
+        whole: dict[bytes, int],
+        pattern: str | None = None,
+    ) -> None:
         specials = {a.content: a.id for a in added if a.special}
         super().__init__(name, None, None, specials, vocab=vocab)
         self._normalizer = normalizer
@@ -572,7 +783,9 @@ class HFEncoding(Encoding):
         # A pre-tokenizer that is one regex split (Qwen2: NFC, then one Split): each segment
         # between added tokens goes whole to a compiled encoder with that pattern (its scanner
         # or the regex fallback) instead of through the Python stages.
-        self._segment_core = BacktrackEncoder(vocab, pattern) if pattern is not None and not whole else None
+        self._segment_core = (
+            BacktrackEncoder(vocab, pattern) if pattern is not None and not whole else None
+        )
         self._raw = _Matcher([(a.content, a) for a in added if not a.normalized])
         norm = normalizer or (lambda s: s)
         self._normed = _Matcher([(norm(a.content), a) for a in added if a.normalized])
@@ -639,7 +852,9 @@ class HFEncoding(Encoding):
     def count(self, text: str) -> int:
         return self._run(text, self._special_ids, True)
 
-    def encode(self, text: str, *, allowed_special=frozenset(), disallowed_special="all") -> list[int]:
+    def encode(
+        self, text: str, *, allowed_special=frozenset(), disallowed_special="all"
+    ) -> list[int]:
         """As ``Encoding.encode``; allowed special tokens are cut out with their file's flags."""
         allowed = self._check_special(text, allowed_special, disallowed_special)
         skip = self._special_ids - {self.special_tokens[s] for s in allowed}
@@ -648,13 +863,29 @@ class HFEncoding(Encoding):
     def encode_to_buffer(self, text: str, *, allowed_special=frozenset(), disallowed_special="all"):
         import array
 
-        return array.array("I", self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special))
+        return array.array(
+            "I",
+            self.encode(
+                text, allowed_special=allowed_special, disallowed_special=disallowed_special
+            ),
+        )
 
-    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 8, allowed_special=frozenset(),
-                     disallowed_special="all") -> list[list[int]]:
-        return [self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special) for t in texts]
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        *,
+        num_threads: int = 8,
+        allowed_special=frozenset(),
+        disallowed_special="all",
+    ) -> list[list[int]]:
+        return [
+            self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special)
+            for t in texts
+        ]
 
-    def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[list[int]]:
+    def encode_ordinary_batch(
+        self, texts: Sequence[str], *, num_threads: int = 8
+    ) -> list[list[int]]:
         return [self.encode_ordinary(t) for t in texts]
 
     def count_batch(self, texts: Sequence[str], *, num_threads: int = 8) -> list[int]:
@@ -749,7 +980,9 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
         whole = {}
     pattern = _single_pattern(pre)
     simple = (
-        pattern is not None and normalizer is None and not whole
+        pattern is not None
+        and normalizer is None
+        and not whole
         and all(a.special and not (a.lstrip or a.rstrip or a.single_word) for a in added)
     )
     if simple:
@@ -757,4 +990,6 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
             return Encoding(name, None, pattern, {a.content: a.id for a in added}, vocab=vocab)
         except ValueError as e:
             raise VocabError(f"{source}: {e}") from e
-    return HFEncoding(name, vocab, normalizer=normalizer, stages=stages, added=added, whole=whole, pattern=pattern)
+    return HFEncoding(
+        name, vocab, normalizer=normalizer, stages=stages, added=added, whole=whole, pattern=pattern
+    )

@@ -80,11 +80,15 @@ def _parse_tiktoken_checked(data: bytes, source: str) -> dict[bytes, int]:
             continue
         fields = line.split()
         if len(fields) != 2:
-            raise VocabError(f"{source}:{lineno}: expected '<base64 token> <rank>', got {line[:80]!r}")
+            raise VocabError(
+                f"{source}:{lineno}: expected '<base64 token> <rank>', got {line[:80]!r}"
+            )
         try:
             token = base64.b64decode(fields[0], validate=True)
         except (binascii.Error, ValueError) as e:
-            raise VocabError(f"{source}:{lineno}: invalid base64 token {fields[0][:80]!r}: {e}") from e
+            raise VocabError(
+                f"{source}:{lineno}: invalid base64 token {fields[0][:80]!r}: {e}"
+            ) from e
         try:
             rank = int(fields[1])
         except ValueError as e:
@@ -96,7 +100,9 @@ def _parse_tiktoken_checked(data: bytes, source: str) -> dict[bytes, int]:
         if token in ranks:
             raise VocabError(f"{source}:{lineno}: token {token!r} already has rank {ranks[token]}")
         if rank in seen_ranks:
-            raise VocabError(f"{source}:{lineno}: rank {rank} already given on line {seen_ranks[rank]}")
+            raise VocabError(
+                f"{source}:{lineno}: rank {rank} already given on line {seen_ranks[rank]}"
+            )
         ranks[token] = rank
         seen_ranks[rank] = lineno
     if not ranks:
@@ -119,20 +125,26 @@ def tiktoken_vocab(data: bytes, source: str = "<bytes>") -> Vocab:
         raise VocabError(f"{source}: {e}") from e
 
 
-def load_tiktoken_ranks(path: str | os.PathLike, expected_sha256: str | None = None) -> dict[bytes, int]:
+def load_tiktoken_ranks(
+    path: str | os.PathLike, expected_sha256: str | None = None
+) -> dict[bytes, int]:
     """Read a `.tiktoken` file (optionally gzip), check its SHA-256 if given, return its ranks."""
     data = read_file(path)
     if expected_sha256 is not None:
         actual = hashlib.sha256(data).hexdigest()
         if actual != expected_sha256:
-            raise VocabError(f"{path}: SHA-256 {actual} does not match the expected {expected_sha256}")
+            raise VocabError(
+                f"{path}: SHA-256 {actual} does not match the expected {expected_sha256}"
+            )
     return parse_tiktoken(data, str(path))
 
 
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible map from bytes to printable characters (used by byte-level BPE JSON files)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
-        range(ord("®"), ord("ÿ") + 1)
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
     )
     chars = printable[:]
     extra = 0
@@ -147,4 +159,7 @@ def bytes_to_unicode() -> dict[int, str]:
 def shipped_sha256() -> dict[str, str]:
     """File name -> SHA-256 of each vocabulary file shipped in ``bpecore/data`` (its SHA256SUMS)."""
     text = resources.files("bpecore").joinpath("data/SHA256SUMS").read_text()
-    return {name: digest for digest, name in (line.split() for line in text.splitlines() if line.strip())}
+    return {
+        name: digest
+        for digest, name in (line.split() for line in text.splitlines() if line.strip())
+    }

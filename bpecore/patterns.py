@@ -12,7 +12,9 @@ from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN
 
 #: The split of Hugging Face's ByteLevel pre-tokenizer with ``use_regex`` (GPT-2's original regex,
 #: not tiktoken's possessive rewrite R50K_PATTERN): what ``bpecore.hf`` runs for such a stage.
-BYTELEVEL_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+BYTELEVEL_PATTERN = (
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+)
 
 #: Name -> regex: the short name and the encoding's name of each shipped pattern (gpt2 = r50k).
 NAMED_PATTERNS: dict[str, str] = {

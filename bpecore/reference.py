@@ -39,7 +39,9 @@ def backtrack_encode(mergeable_ranks: dict[bytes, int], piece: bytes) -> list[in
 
     def is_token(t: bytes) -> bool:
         if t not in known:
-            known[t] = t in mergeable_ranks and bpe_encode(mergeable_ranks, t) == [mergeable_ranks[t]]
+            known[t] = t in mergeable_ranks and bpe_encode(mergeable_ranks, t) == [
+                mergeable_ranks[t]
+            ]
         return known[t]
 
     def compatible(x: bytes, y: bytes) -> bool:
@@ -95,7 +97,9 @@ def train_merges(
 ) -> list[tuple[bytes, bytes]]:
     """The merges BPE training makes on ``words`` (pieces -> counts, or (token list, count) pairs)."""
     if isinstance(words, dict):
-        seqs = [([piece[i : i + 1] for i in range(len(piece))], count) for piece, count in words.items()]
+        seqs = [
+            ([piece[i : i + 1] for i in range(len(piece))], count) for piece, count in words.items()
+        ]
     else:
         seqs = [(list(tokens), count) for tokens, count in words]
     known = set(vocab) if vocab is not None else {bytes([b]) for b in range(256)}
@@ -155,7 +159,10 @@ def train(
             key = piece.encode("utf-8")
             super_counts[key] = super_counts.get(key, 0) + 1
     by_rank = {rank: token for token, rank in ranks.items()}
-    words = [([by_rank[t] for t in bpe_encode(ranks, piece)], count) for piece, count in sorted(super_counts.items())]
+    words = [
+        ([by_rank[t] for t in bpe_encode(ranks, piece)], count)
+        for piece, count in sorted(super_counts.items())
+    ]
     for left, right in train_merges(words, n_merges - first, min_frequency, set(ranks)):
         ranks[left + right] = len(ranks)
     return ranks

@@ -12,13 +12,13 @@ import json
 import os
 import threading
 import zlib
+from collections.abc import Callable
 from importlib import resources
-from typing import Callable
 
 from bpecore.encoding import Encoding
 from bpecore.export import sidecar_path
-from bpecore.vocab import Vocab
 from bpecore.load import VocabError, read_file, shipped_sha256, tiktoken_vocab
+from bpecore.vocab import Vocab
 
 ENDOFTEXT = "<|endoftext|>"
 FIM_PREFIX = "<|fim_prefix|>"
@@ -30,7 +30,6 @@ ENDOFPROMPT = "<|endofprompt|>"
 from bpecore.pretokenize import CL100K_PATTERN as CL100K_PATTERN  # noqa: E402
 from bpecore.pretokenize import O200K_PATTERN as O200K_PATTERN  # noqa: E402
 from bpecore.pretokenize import R50K_PATTERN as R50K_PATTERN  # noqa: E402
-
 
 _STEPS_MAGIC = b"bpecore-split-steps 1"
 
@@ -49,7 +48,11 @@ def _split_steps(filename: str, rank_sha256: str) -> bytes | None:
         return None
     header, _, payload = blob.partition(b"\n")
     fields = header.split()
-    if len(fields) != 4 or b" ".join(fields[:2]) != _STEPS_MAGIC or fields[2] != rank_sha256.encode():
+    if (
+        len(fields) != 4
+        or b" ".join(fields[:2]) != _STEPS_MAGIC
+        or fields[2] != rank_sha256.encode()
+    ):
         return None
     try:
         steps = zlib.decompress(payload)
@@ -70,7 +73,9 @@ def _load_shipped(filename: str) -> tuple[Vocab, str]:
     expected = shipped_sha256()[filename]
     actual = hashlib.sha256(data).hexdigest()
     if actual != expected:
-        raise VocabError(f"{path}: SHA-256 {actual} does not match the pinned {expected}; reinstall bpecore")
+        raise VocabError(
+            f"{path}: SHA-256 {actual} does not match the pinned {expected}; reinstall bpecore"
+        )
     vocab = Vocab.from_tiktoken(data, _split_steps(filename, actual))
     return (vocab if vocab is not None else tiktoken_vocab(data, str(path))), actual
 
@@ -87,7 +92,9 @@ def _shipped_vocab(filename: str) -> tuple[Vocab, str]:
         return _vocabs[filename]
 
 
-def _shipped(name: str, filename: str, pattern: str, special_tokens: dict[str, int]) -> Callable[[], Encoding]:
+def _shipped(
+    name: str, filename: str, pattern: str, special_tokens: dict[str, int]
+) -> Callable[[], Encoding]:
     def build() -> Encoding:
         vocab, digest = _shipped_vocab(filename)
         enc = Encoding(name, None, pattern, special_tokens, vocab=vocab)
@@ -102,9 +109,17 @@ ENCODING_CONSTRUCTORS: dict[str, Callable[[], Encoding]] = {
         "cl100k_base",
         "cl100k_base.tiktoken",
         CL100K_PATTERN,
-        {ENDOFTEXT: 100257, FIM_PREFIX: 100258, FIM_MIDDLE: 100259, FIM_SUFFIX: 100260, ENDOFPROMPT: 100276},
+        {
+            ENDOFTEXT: 100257,
+            FIM_PREFIX: 100258,
+            FIM_MIDDLE: 100259,
+            FIM_SUFFIX: 100260,
+            ENDOFPROMPT: 100276,
+        },
     ),
-    "o200k_base": _shipped("o200k_base", "o200k_base.tiktoken", O200K_PATTERN, {ENDOFTEXT: 199999, ENDOFPROMPT: 200018}),
+    "o200k_base": _shipped(
+        "o200k_base", "o200k_base.tiktoken", O200K_PATTERN, {ENDOFTEXT: 199999, ENDOFPROMPT: 200018}
+    ),
     "o200k_harmony": _shipped(
         "o200k_harmony",
         "o200k_base.tiktoken",
@@ -121,16 +136,24 @@ ENCODING_CONSTRUCTORS: dict[str, Callable[[], Encoding]] = {
             "<|message|>": 200008,
             "<|call|>": 200012,
         }
-        | {f"<|reserved_{i}|>": i for i in (200000, 200001, 200004, 200009, 200010, 200011, *range(200013, 201088))},
+        | {
+            f"<|reserved_{i}|>": i
+            for i in (200000, 200001, 200004, 200009, 200010, 200011, *range(200013, 201088))
+        },
     ),
 }
 
+
 # GPT-2's ranks (r50k_base, gpt2) and the same plus runs of 2..25 spaces (p50k_base, p50k_edit), with
 # tiktoken's specials and sizes; rank files from the openai-whisper distribution (data/LICENSE.gpt2-ranks).
-def _shipped_sized(name: str, filename: str, special_tokens: dict[str, int], n_vocab: int | None) -> Callable[[], Encoding]:
+def _shipped_sized(
+    name: str, filename: str, special_tokens: dict[str, int], n_vocab: int | None
+) -> Callable[[], Encoding]:
     def build() -> Encoding:
         vocab, digest = _shipped_vocab(filename)
-        enc = Encoding(name, None, R50K_PATTERN, special_tokens, explicit_n_vocab=n_vocab, vocab=vocab)
+        enc = Encoding(
+            name, None, R50K_PATTERN, special_tokens, explicit_n_vocab=n_vocab, vocab=vocab
+        )
         enc.vocab_sha256 = digest
         return enc
 
@@ -170,7 +193,11 @@ _lock = threading.Lock()
 def _pickles_by_name(enc: Encoding) -> bool:
     """Whether ``enc`` is what ``get_encoding(enc.name)`` gives in any process (a shipped encoding)."""
     constructor = _SHIPPED_CONSTRUCTORS.get(enc.name)
-    return constructor is not None and ENCODING_CONSTRUCTORS.get(enc.name) is constructor and _cache.get(enc.name) is enc
+    return (
+        constructor is not None
+        and ENCODING_CONSTRUCTORS.get(enc.name) is constructor
+        and _cache.get(enc.name) is enc
+    )
 
 
 def list_encodings() -> list[str]:
@@ -200,7 +227,9 @@ def get_encoding(name: str) -> Encoding:
             try:
                 constructor = ENCODING_CONSTRUCTORS[name]
             except KeyError:
-                raise ValueError(f"unknown encoding {name!r}; known: {', '.join(list_encodings())}") from None
+                raise ValueError(
+                    f"unknown encoding {name!r}; known: {', '.join(list_encodings())}"
+                ) from None
             enc = _cache[name] = constructor()
             if _pickles_by_name(enc):
                 enc._reduce_as = (get_encoding, (name,))
@@ -235,10 +264,14 @@ def _sidecar(path: str | os.PathLike) -> dict:
         and isinstance(meta.get("name", ""), str)
         and (meta.get("pattern") is None or isinstance(meta["pattern"], str))
         and isinstance(meta.get("special_tokens", {}), dict)
-        and all(isinstance(k, str) and type(v) is int for k, v in meta.get("special_tokens", {}).items())
+        and all(
+            isinstance(k, str) and type(v) is int for k, v in meta.get("special_tokens", {}).items()
+        )
     )
     if not ok:
-        raise VocabError(f"{sidecar}: expected {{name: str, pattern: str | null, special_tokens: {{str: int}}}}")
+        raise VocabError(
+            f"{sidecar}: expected {{name: str, pattern: str | null, special_tokens: {{str: int}}}}"
+        )
     return meta
 
 

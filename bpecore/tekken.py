@@ -27,14 +27,33 @@ from bpecore.load import VocabError, read_file, shipped_sha256
 #: The special tokens of Tekken files older than v7, which do not list them (ids 0..19); the
 #: rest, up to ``default_num_special_tokens``, are ``<SPECIAL_{id}>``.
 LEGACY_SPECIAL_TOKENS = (
-    "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
-    "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]",
-    "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]",
+    "<unk>",
+    "<s>",
+    "</s>",
+    "[INST]",
+    "[/INST]",
+    "[AVAILABLE_TOOLS]",
+    "[/AVAILABLE_TOOLS]",
+    "[TOOL_RESULTS]",
+    "[/TOOL_RESULTS]",
+    "[TOOL_CALLS]",
+    "[IMG]",
+    "<pad>",
+    "[IMG_BREAK]",
+    "[IMG_END]",
+    "[PREFIX]",
+    "[MIDDLE]",
+    "[SUFFIX]",
+    "[SYSTEM_PROMPT]",
+    "[/SYSTEM_PROMPT]",
+    "[TOOL_CONTENT]",
 )
 SHIPPED = "tekken_240718.json"
 
 
-def parse_tekken(data: bytes, source: str = "<bytes>") -> tuple[dict[bytes, int], str, dict[str, int]]:
+def parse_tekken(
+    data: bytes, source: str = "<bytes>"
+) -> tuple[dict[bytes, int], str, dict[str, int]]:
     """(mergeable ranks with their ids, pattern, special tokens) of Tekken JSON content."""
     try:
         doc = json.loads(data)
@@ -48,11 +67,18 @@ def parse_tekken(data: bytes, source: str = "<bytes>") -> tuple[dict[bytes, int]
         version = config.get("version", "v3")
     except (TypeError, KeyError) as e:
         raise VocabError(f"{source}: not a Tekken file (missing {e})") from e
-    if not (isinstance(pattern, str) and isinstance(vocab, list) and type(n_special) is int and type(n_used) is int):
+    if not (
+        isinstance(pattern, str)
+        and isinstance(vocab, list)
+        and type(n_special) is int
+        and type(n_used) is int
+    ):
         raise VocabError(f"{source}: malformed Tekken config {config!r}")
     if not 256 <= n_used <= len(vocab) or n_special < 0:
-        raise VocabError(f"{source}: default_vocab_size - default_num_special_tokens = {n_used} is not "
-                         f"within 256..{len(vocab)} (the vocab's length)")
+        raise VocabError(
+            f"{source}: default_vocab_size - default_num_special_tokens = {n_used} is not "
+            f"within 256..{len(vocab)} (the vocab's length)"
+        )
     ranks: dict[bytes, int] = {}
     for i, entry in enumerate(vocab[:n_used]):
         try:
@@ -64,7 +90,9 @@ def parse_tekken(data: bytes, source: str = "<bytes>") -> tuple[dict[bytes, int]
                 raise
             raise VocabError(f"{source}: vocab[{i}] is malformed: {e}") from e
         if token in ranks:
-            raise VocabError(f"{source}: vocab[{i}]: token {token!r} already has rank {ranks[token] - n_special}")
+            raise VocabError(
+                f"{source}: vocab[{i}]: token {token!r} already has rank {ranks[token] - n_special}"
+            )
         ranks[token] = i + n_special
     listed = doc.get("special_tokens")
     if listed is None:
@@ -75,7 +103,9 @@ def parse_tekken(data: bytes, source: str = "<bytes>") -> tuple[dict[bytes, int]
     else:
         try:
             names = [t["token_str"] for t in sorted(listed, key=lambda t: t["rank"])]
-            if [t["rank"] for t in sorted(listed, key=lambda t: t["rank"])] != list(range(len(listed))):
+            if [t["rank"] for t in sorted(listed, key=lambda t: t["rank"])] != list(
+                range(len(listed))
+            ):
                 raise VocabError(f"{source}: special token ranks are not 0..{len(listed) - 1}")
         except (TypeError, KeyError) as e:
             raise VocabError(f"{source}: malformed special_tokens: {e}") from e
@@ -106,7 +136,9 @@ def shipped_tekken() -> Encoding:
     expected = shipped_sha256()[SHIPPED]
     actual = hashlib.sha256(data).hexdigest()
     if actual != expected:
-        raise VocabError(f"{path}: SHA-256 {actual} does not match the pinned {expected}; reinstall bpecore")
+        raise VocabError(
+            f"{path}: SHA-256 {actual} does not match the pinned {expected}; reinstall bpecore"
+        )
     ranks, pattern, specials = parse_tekken(data, str(path))
     enc = Encoding("tekken", ranks, pattern, specials)
     enc.vocab_sha256 = actual

@@ -1,4 +1,4 @@
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 def count_pieces(kind: int, utf8: bytes, counts: dict[bytes, int]) -> None: ...
 

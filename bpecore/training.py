@@ -29,18 +29,18 @@ import struct
 import sys
 import time
 from collections import _count_elements  # type: ignore[attr-defined]  # Counter.update's C loop
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
 
 import regex
 
 from bpecore._progress import Progress
+from bpecore._text import utf8
 from bpecore.encoding import Encoding
 from bpecore.patterns import resolve_pattern
 from bpecore.pretokenize import pattern_kind
 from bpecore.trainer import Trainer
 from bpecore.trainer import count_pieces as _count_scanned
-from bpecore._text import utf8
 
 _MARK = r"[^\s\p{L}\p{N}]"  # one punctuation or symbol character
 #: SuperBPE stage-2 pre-tokenization (Liu et al. 2025, "SuperBPE: Space Travel for Language
@@ -93,7 +93,9 @@ _CUT = regex.compile(r"(?r)\n(?=\p{L})")
 class TrainingReport:
     """What ``train`` did; attached to the returned Encoding as ``enc.training``."""
 
-    merges: list[tuple[bytes, bytes]] = field(default_factory=list)  #: in rank order (token 256 + k)
+    merges: list[tuple[bytes, bytes]] = field(
+        default_factory=list
+    )  #: in rank order (token 256 + k)
     stages: list[int] = field(default_factory=list)  #: 1 or 2 (SuperBPE) for each merge
     pattern: str | None = None  #: stage-1 pattern
     encode_pattern: str | None = None  #: the pattern of the returned Encoding
@@ -136,7 +138,9 @@ def _cut(text: str) -> int:
     return m.end() if m else 0
 
 
-def _file_chunks(source: str | os.PathLike | FileSlice, block: int = CHUNK_BYTES) -> Iterator[tuple[str, int]]:
+def _file_chunks(
+    source: str | os.PathLike | FileSlice, block: int = CHUNK_BYTES
+) -> Iterator[tuple[str, int]]:
     """(text, bytes read) chunks of a file, each ending at a cut point (or at the end)."""
     path, end = (source.path, source.end) if isinstance(source, FileSlice) else (source, None)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -179,7 +183,9 @@ def _tasks(sources: Sequence, texts: Iterable[str] | None) -> Iterator[tuple[lis
     size = 0
     for text in texts:
         if not isinstance(text, str):
-            raise TypeError(f"train() expects file paths or an iterable of str, got {type(text).__name__}")
+            raise TypeError(
+                f"train() expects file paths or an iterable of str, got {type(text).__name__}"
+            )
         batch.append(text)
         size += len(text)
         if size >= CHUNK_BYTES:
@@ -199,9 +205,20 @@ class _Counter:
 
     def __init__(self, patterns: list[str | None], specials: list[str]):
         self.kinds = [pattern_kind(p) for p in patterns]
-        self.regexes = [regex.compile(p) if p is not None and k == _REGEX_KIND else None for p, k in zip(patterns, self.kinds)]
-        self.special = regex.compile("|".join(regex.escape(s) for s in sorted(specials, key=len, reverse=True))) if specials else None
-        self.counts: list[dict] = [{} for _ in patterns]  # bytes keys (scanned) or str keys (regex, None)
+        self.regexes = [
+            regex.compile(p) if p is not None and k == _REGEX_KIND else None
+            for p, k in zip(patterns, self.kinds)
+        ]
+        self.special = (
+            regex.compile(
+                "|".join(regex.escape(s) for s in sorted(specials, key=len, reverse=True))
+            )
+            if specials
+            else None
+        )
+        self.counts: list[dict] = [
+            {} for _ in patterns
+        ]  # bytes keys (scanned) or str keys (regex, None)
 
     def add(self, docs: list[str]) -> None:
         for doc in docs:
@@ -234,7 +251,9 @@ class _Counter:
         return out
 
 
-def _worker(tasks: mp.Queue, results: mp.Queue, patterns: list[str | None], specials: list[str]) -> None:
+def _worker(
+    tasks: mp.Queue, results: mp.Queue, patterns: list[str | None], specials: list[str]
+) -> None:
     counter = _Counter(patterns, specials)
     while True:
         task = tasks.get()
@@ -248,7 +267,9 @@ def _worker(tasks: mp.Queue, results: mp.Queue, patterns: list[str | None], spec
 def _merge_counts(total: list[dict[bytes, int]], part: list[dict[bytes, int]]) -> None:
     for i, p in enumerate(part):
         t = total[i]
-        if len(t) < len(p):  # add the smaller dict into the larger one (the first is taken as it is)
+        if len(t) < len(
+            p
+        ):  # add the smaller dict into the larger one (the first is taken as it is)
             total[i], t, p = p, p, t
         get = t.get
         for k, v in p.items():
@@ -276,7 +297,10 @@ def _count_all(
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     tasks: mp.Queue = ctx.Queue(maxsize=workers)
     results: mp.Queue = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(tasks, results, patterns, specials), daemon=True) for _ in range(workers)]
+    procs = [
+        ctx.Process(target=_worker, args=(tasks, results, patterns, specials), daemon=True)
+        for _ in range(workers)
+    ]
     for p in procs:
         p.start()
     totals: list[dict[bytes, int]] = [{} for _ in patterns]
@@ -380,16 +404,24 @@ def train(
     specials = list(special_tokens)
     n_merges = vocab_size - 256 - len(specials)
     if n_merges < 0:
-        raise ValueError(f"vocab_size={vocab_size} leaves no room for the 256 byte tokens and {len(specials)} specials")
+        raise ValueError(
+            f"vocab_size={vocab_size} leaves no room for the 256 byte tokens and {len(specials)} specials"
+        )
     if superbpe_transition == "auto":
         superbpe_transition = default_superbpe_transition(n_merges + 256)
-    elif superbpe_transition is not None and (isinstance(superbpe_transition, str) or superbpe_transition < 0):
+    elif superbpe_transition is not None and (
+        isinstance(superbpe_transition, str) or superbpe_transition < 0
+    ):
         raise ValueError(f"superbpe_transition must be >= 0 or 'auto', not {superbpe_transition!r}")
     report = TrainingReport(pattern=pattern, encode_pattern=pattern)
 
     patterns = [pattern] if superbpe_transition is None else [pattern, SUPERBPE_PATTERN]
     t0 = time.perf_counter()
-    total = sum(input_size(s.path if isinstance(s, FileSlice) else s) for s in sources) if sources else None
+    total = (
+        sum(input_size(s.path if isinstance(s, FileSlice) else s) for s in sources)
+        if sources
+        else None
+    )
     if isinstance(total, int) and any(isinstance(s, FileSlice) for s in sources):
         total -= sum(input_size(s.path) - s.end for s in sources if isinstance(s, FileSlice))
     if workers is None:
@@ -416,7 +448,9 @@ def train(
         stage1 = Encoding(f"{name}-stage1", {t: i for i, t in enumerate(tokens)}, None, {})
         pieces = counts.pop(0)
         trainer = Trainer(tokens, min_frequency)
-        trainer.add_token_words((stage1._core.encode(piece.decode("utf-8")), pieces[piece]) for piece in sorted(pieces))
+        trainer.add_token_words(
+            (stage1._core.encode(piece.decode("utf-8")), pieces[piece]) for piece in sorted(pieces)
+        )
         del pieces, stage1
         more = trainer.train(n_merges - first, progress=(lambda k: bar(first + k)) if bar else None)
         merges += more
@@ -466,18 +500,44 @@ def main(argv: list[str] | None = None) -> int:
     """``bpecore train FILES... --vocab-size N --pattern o200k -o OUT/``: train, save, summarise."""
     from bpecore import export
 
-    ap = argparse.ArgumentParser(prog="bpecore train", description="Train a byte-level BPE vocabulary.")
+    ap = argparse.ArgumentParser(
+        prog="bpecore train", description="Train a byte-level BPE vocabulary."
+    )
     ap.add_argument("files", nargs="+", help="training text files (UTF-8, plain or .gz)")
-    ap.add_argument("--vocab-size", type=int, default=32000, help="ids in total: 256 bytes + merges + specials")
+    ap.add_argument(
+        "--vocab-size", type=int, default=32000, help="ids in total: 256 bytes + merges + specials"
+    )
     ap.add_argument("--pattern", default="o200k", help="o200k, cl100k, r50k or a regex")
-    ap.add_argument("--special", action="append", default=None, help="special token (repeatable; default <|endoftext|>)")
+    ap.add_argument(
+        "--special",
+        action="append",
+        default=None,
+        help="special token (repeatable; default <|endoftext|>)",
+    )
     ap.add_argument("--min-frequency", type=int, default=2)
-    ap.add_argument("--workers", type=int, default=None, help="pre-tokenization processes (default: CPU count)")
-    ap.add_argument("--superbpe", type=_transition, default=None, metavar="T",
-                    help="SuperBPE: merges before the superword stage, or 'auto' (80%% of the BPE ids)")
+    ap.add_argument(
+        "--workers", type=int, default=None, help="pre-tokenization processes (default: CPU count)"
+    )
+    ap.add_argument(
+        "--superbpe",
+        type=_transition,
+        default=None,
+        metavar="T",
+        help="SuperBPE: merges before the superword stage, or 'auto' (80%% of the BPE ids)",
+    )
     ap.add_argument("--name", default=None, help="encoding name (default: output directory name)")
-    ap.add_argument("--holdout-bytes", type=int, default=1 << 20, help="tail of the last file held out to measure compression (<= 10%%)")
-    ap.add_argument("-o", "--output", required=True, help="output directory (NAME.tiktoken, NAME.json, tokenizer.json)")
+    ap.add_argument(
+        "--holdout-bytes",
+        type=int,
+        default=1 << 20,
+        help="tail of the last file held out to measure compression (<= 10%%)",
+    )
+    ap.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="output directory (NAME.tiktoken, NAME.json, tokenizer.json)",
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     args = ap.parse_args(argv)
 
@@ -501,14 +561,22 @@ def main(argv: list[str] | None = None) -> int:
     rank_path = export.save_tiktoken(enc, os.path.join(args.output, f"{name}.tiktoken"))
     hf_path = export.save_hf(enc, os.path.join(args.output, "tokenizer.json"))
     r = enc.training
-    print(f"trained {name}: {len(r.merges)} merges, {enc.n_vocab} ids, pattern {'superbpe' if r.stages and r.stages[-1] == 2 else args.pattern}")
+    print(
+        f"trained {name}: {len(r.merges)} merges, {enc.n_vocab} ids, pattern {'superbpe' if r.stages and r.stages[-1] == 2 else args.pattern}"
+    )
     print(f"  input {r.input_bytes / 1e6:.1f} MB, {r.unique_pieces} unique pieces")
-    print(f"  time {elapsed:.2f} s (pre-tokenize {r.pretokenize_seconds:.2f} s, merges {r.merge_seconds:.2f} s, "
-          f"{len(r.merges) / max(r.merge_seconds, 1e-9):.0f} merges/s)")
+    print(
+        f"  time {elapsed:.2f} s (pre-tokenize {r.pretokenize_seconds:.2f} s, merges {r.merge_seconds:.2f} s, "
+        f"{len(r.merges) / max(r.merge_seconds, 1e-9):.0f} merges/s)"
+    )
     if held:
         n = enc.count(held)
-        print(f"  held-out {len(held.encode('utf-8')) / 1e3:.0f} KB: {n} tokens, {len(held.encode('utf-8')) / max(n, 1):.3f} bytes/token")
-    print(f"  wrote {rank_path} (+ {os.path.basename(export.sidecar_path(rank_path))}) and {hf_path}")
+        print(
+            f"  held-out {len(held.encode('utf-8')) / 1e3:.0f} KB: {n} tokens, {len(held.encode('utf-8')) / max(n, 1):.3f} bytes/token"
+        )
+    print(
+        f"  wrote {rank_path} (+ {os.path.basename(export.sidecar_path(rank_path))}) and {hf_path}"
+    )
     return 0
 
 

@@ -29,9 +29,14 @@ def write_split_steps(filename: str, directory: str | os.PathLike | None = None)
     """Write ``<filename>.steps`` for a shipped rank file from a fresh build; return its path."""
     data = read_file(str(resources.files("bpecore").joinpath(f"data/{filename}.gz")))
     steps = Vocab.from_tiktoken(data).split_steps()
-    blob = b"%s %s %s\n" % (_STEPS_MAGIC, hashlib.sha256(data).hexdigest().encode(),
-                             hashlib.sha256(steps).hexdigest().encode()) + zlib.compress(steps, 9)
-    path = os.path.join(directory or str(resources.files("bpecore").joinpath("data")), f"{filename}.steps")
+    blob = b"%s %s %s\n" % (
+        _STEPS_MAGIC,
+        hashlib.sha256(data).hexdigest().encode(),
+        hashlib.sha256(steps).hexdigest().encode(),
+    ) + zlib.compress(steps, 9)
+    path = os.path.join(
+        directory or str(resources.files("bpecore").joinpath("data")), f"{filename}.steps"
+    )
     with open(path, "wb") as f:
         f.write(blob)
     return path
@@ -39,7 +44,12 @@ def write_split_steps(filename: str, directory: str | os.PathLike | None = None)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="*", default=SHIPPED, help="shipped rank files (names in bpecore/data, without .gz)")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        default=SHIPPED,
+        help="shipped rank files (names in bpecore/data, without .gz)",
+    )
     parser.add_argument("--directory", help="write here instead of bpecore/data")
     args = parser.parse_args()
     for name in args.files:

@@ -17,7 +17,9 @@ from json import scanner as _json_scanner
 
 from bpecore._text import clean
 
-PIECE_CHARS = 64 * 1024  # bodies and texts above this are decoded and checked this many characters at a time
+PIECE_CHARS = (
+    64 * 1024
+)  # bodies and texts above this are decoded and checked this many characters at a time
 
 _scanstring = _json_decoder.scanstring
 _LOW_SURROGATE_ESCAPE = frozenset("cdefCDEF")
@@ -60,7 +62,11 @@ def _scanstring_pieces(s: str, end: int, strict: bool = True) -> tuple[str, int]
             if k <= pos:
                 return _scanstring(s, end, strict)  # no cut found: scan it whole
             cut = k
-            if not (s.startswith("\\u", k) and s[k + 2:k + 3] in ("d", "D") and s[k + 3:k + 4] in _LOW_SURROGATE_ESCAPE):
+            if not (
+                s.startswith("\\u", k)
+                and s[k + 2 : k + 3] in ("d", "D")
+                and s[k + 3 : k + 4] in _LOW_SURROGATE_ESCAPE
+            ):
                 break
         piece = s[pos:cut] + '"'
         text, stop = _scanstring(piece, 0, strict)
@@ -90,7 +96,10 @@ def loads(body: bytes):
     dec = codecs.getincrementaldecoder("utf-8")("surrogatepass")
     view = memoryview(body)
     step = PIECE_CHARS * 2
-    s = "".join([dec.decode(view[i:i + step]) for i in range(0, len(body), step)] + [dec.decode(b"", True)])
+    s = "".join(
+        [dec.decode(view[i : i + step]) for i in range(0, len(body), step)]
+        + [dec.decode(b"", True)]
+    )
     return _PiecewiseDecoder().decode(s)
 
 
@@ -101,8 +110,10 @@ def text_and_size(text: str) -> tuple[str, int]:
     n = 0
     try:
         for i in range(0, len(text), PIECE_CHARS):
-            n += len(text[i:i + PIECE_CHARS].encode("utf-8"))
+            n += len(text[i : i + PIECE_CHARS].encode("utf-8"))
     except UnicodeEncodeError:
         text = clean(text)
-        return text, sum(len(text[i:i + PIECE_CHARS].encode("utf-8")) for i in range(0, len(text), PIECE_CHARS))
+        return text, sum(
+            len(text[i : i + PIECE_CHARS].encode("utf-8")) for i in range(0, len(text), PIECE_CHARS)
+        )
     return text, n

@@ -17,17 +17,24 @@ class TiktokenFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str = Field(description="Path of the rank file (plain or gzip): one '<base64 token> <rank>' per line.")
-    name: str | None = Field(default=None, description="Encoding name; default: the file name up to its first dot.")
+    path: str = Field(
+        description="Path of the rank file (plain or gzip): one '<base64 token> <rank>' per line."
+    )
+    name: str | None = Field(
+        default=None, description="Encoding name; default: the file name up to its first dot."
+    )
     pattern: str | None = Field(
         default="cl100k",
         description="Pre-tokenization regex, or the name of a shipped one: 'cl100k', 'o200k', 'r50k'. "
         "null makes the whole text one piece. Unset: the file's sidecar (path + '.json') if any, else cl100k.",
     )
     special_tokens: dict[str, int] = Field(
-        default_factory=dict, description="Special-token strings and their ids. Unset: the file's sidecar if any, else none."
+        default_factory=dict,
+        description="Special-token strings and their ids. Unset: the file's sidecar if any, else none.",
     )
-    sha256: str | None = Field(default=None, description="Expected SHA-256 of the (decompressed) file, checked at load.")
+    sha256: str | None = Field(
+        default=None, description="Expected SHA-256 of the (decompressed) file, checked at load."
+    )
 
 
 class HFFile(BaseModel):
@@ -36,7 +43,9 @@ class HFFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str = Field(description="Path of the tokenizer.json file.")
-    name: str | None = Field(default=None, description="Encoding name; default: the name of the file's directory.")
+    name: str | None = Field(
+        default=None, description="Encoding name; default: the name of the file's directory."
+    )
 
 
 class Settings(BaseSettings):
@@ -46,15 +55,21 @@ class Settings(BaseSettings):
 
     host: str = Field(default="0.0.0.0", description="Address `python -m service` listens on.")
     port: int = Field(default=8000, description="Port `python -m service` listens on.")
-    workers: int = Field(default=1, description="uvicorn worker processes (one per container is advised).")
+    workers: int = Field(
+        default=1, description="uvicorn worker processes (one per container is advised)."
+    )
     encodings: list[str] | None = Field(
         default=None,
         description="Encodings to load, by name or by vocab file path (a .tiktoken file, read with its "
         "sidecar when present, or a tokenizer.json; served under its encoding's name); default: every one "
         "bpecore ships.",
     )
-    tiktoken_files: list[TiktokenFile] = Field(default_factory=list, description="Extra .tiktoken files to load.")
-    hf_files: list[HFFile] = Field(default_factory=list, description="Extra tokenizer.json files to load.")
+    tiktoken_files: list[TiktokenFile] = Field(
+        default_factory=list, description="Extra .tiktoken files to load."
+    )
+    hf_files: list[HFFile] = Field(
+        default_factory=list, description="Extra tokenizer.json files to load."
+    )
     default_encoding: str = Field(
         default="cl100k_base",
         description="Encoding used when a request names none: a name, or a vocab file path (loaded too).",
@@ -65,29 +80,46 @@ class Settings(BaseSettings):
         "False loads them inside the lifespan before serving.",
     )
 
-    max_request_bytes: int = Field(default=8 * 1024 * 1024, description="Largest request body (413 above).")
+    max_request_bytes: int = Field(
+        default=8 * 1024 * 1024, description="Largest request body (413 above)."
+    )
     max_texts: int = Field(default=1024, description="Most texts in one batch request.")
-    max_ranges: int = Field(default=100_000, description="Most ranges in one /v1/intervals request.")
-    max_tokens: int = Field(default=1_000_000, description="Largest max_tokens / limit a request may ask for.")
+    max_ranges: int = Field(
+        default=100_000, description="Most ranges in one /v1/intervals request."
+    )
+    max_tokens: int = Field(
+        default=1_000_000, description="Largest max_tokens / limit a request may ask for."
+    )
     max_offsets: int = Field(
-        default=200_000, description="Most tokens a request may ask per-token objects for (offsets, TEI tokens)."
+        default=200_000,
+        description="Most tokens a request may ask per-token objects for (offsets, TEI tokens).",
     )
     max_chunks: int = Field(
-        default=100_000, description="Most chunks a /v1/chunk request may produce, estimated as "
-        "count(text) / (max_tokens - overlap) before chunking."
+        default=100_000,
+        description="Most chunks a /v1/chunk request may produce, estimated as "
+        "count(text) / (max_tokens - overlap) before chunking.",
     )
     max_encodings: int = Field(default=8, description="Most encodings in one /v1/count request.")
-    max_streams: int = Field(default=256, description="Most WebSocket streams open at once (429 above).")
-    max_stream_bytes: int = Field(default=64 * 1024 * 1024, description="Most bytes one stream may append in total.")
-    max_inflight: int = Field(default=512, description="Most HTTP requests in progress at once (429 above).")
+    max_streams: int = Field(
+        default=256, description="Most WebSocket streams open at once (429 above)."
+    )
+    max_stream_bytes: int = Field(
+        default=64 * 1024 * 1024, description="Most bytes one stream may append in total."
+    )
+    max_inflight: int = Field(
+        default=512, description="Most HTTP requests in progress at once (429 above)."
+    )
     max_header_bytes: int = Field(
-        default=64 * 1024, description="Largest request line + headers (431 and close above; httptools only)."
+        default=64 * 1024,
+        description="Largest request line + headers (431 and close above; httptools only).",
     )
     header_timeout: float = Field(
-        default=10.0, description="Seconds a connection has to send a whole request head (408 and close after)."
+        default=10.0,
+        description="Seconds a connection has to send a whole request head (408 and close after).",
     )
     body_timeout: float = Field(
-        default=30.0, description="Most seconds between two reads of a request body (408 and close after)."
+        default=30.0,
+        description="Most seconds between two reads of a request body (408 and close after).",
     )
     fast_path: bool = Field(
         default=True,
@@ -100,7 +132,9 @@ class Settings(BaseSettings):
         description="sys.setswitchinterval: most time a thread running Python code keeps the GIL while "
         "another waits for it (Python's default is 0.005); bounds how long the event loop waits.",
     )
-    threadpool_size: int = Field(default=40, description="Threads running the (GIL-releasing) endpoint bodies.")
+    threadpool_size: int = Field(
+        default=40, description="Threads running the (GIL-releasing) endpoint bodies."
+    )
 
     drain_seconds: float = Field(
         default=0.0,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Iterator
+from typing import Annotated
 
 from fastapi import Depends, Request, Response
 from pydantic import BaseModel
@@ -35,7 +36,9 @@ class Context:
 
     def check_max(self, what: str, value: int, limit: int) -> None:
         if value > limit:
-            raise APIError(422, "limit_exceeded", f"{what} is {value}, above the server limit of {limit}")
+            raise APIError(
+                422, "limit_exceeded", f"{what} is {value}, above the server limit of {limit}"
+            )
 
     @contextmanager
     def op(self, op: str, enc: Encoding, nbytes: int) -> Iterator[dict]:
@@ -50,7 +53,9 @@ class Context:
         self.metrics.observe_op(op, name, nbytes, tokens, seconds)
         info = self.info
         info["op"] = op
-        info["encoding"] = name if "encoding" not in info or info["encoding"] == name else "multiple"
+        info["encoding"] = (
+            name if "encoding" not in info or info["encoding"] == name else "multiple"
+        )
         info["bytes"] = info.get("bytes", 0) + nbytes
         info["tokens"] = info.get("tokens", 0) + tokens
 

@@ -40,7 +40,9 @@ class APIError(Exception):
 
 
 def not_found_encoding(name: str, known: list[str]) -> APIError:
-    return APIError(404, "encoding_not_found", f"unknown encoding {name!r}; loaded: {', '.join(known)}")
+    return APIError(
+        404, "encoding_not_found", f"unknown encoding {name!r}; loaded: {', '.join(known)}"
+    )
 
 
 RETRY_AFTER_STATUSES = frozenset({429, 503})
@@ -60,11 +62,17 @@ def error_body(status: int, type: str, message: str) -> dict:
 
 
 def error_response(
-    status: int, type: str, message: str, headers: dict | None = None, request: Request | None = None
+    status: int,
+    type: str,
+    message: str,
+    headers: dict | None = None,
+    request: Request | None = None,
 ) -> JSONResponse:
     if request is not None:
         request.scope.setdefault("bpesvc", {})["error_type"] = type
-    if status in RETRY_AFTER_STATUSES:  # busy or not ready: tell clients (and proxies) when to come back
+    if (
+        status in RETRY_AFTER_STATUSES
+    ):  # busy or not ready: tell clients (and proxies) when to come back
         headers = {"Retry-After": RETRY_AFTER_SECONDS, **(headers or {})}
     return JSONResponse(error_body(status, type, message), status_code=status, headers=headers)
 
@@ -92,7 +100,10 @@ def install(app: FastAPI) -> None:
         # A body that is not JSON (or not UTF-8) is the client's syntax error, not a schema error.
         if any(e.get("type") == "json_invalid" for e in errors):
             return error_response(
-                400, "invalid_json", "request body is not valid JSON (UTF-8): " + _describe(errors), request=request
+                400,
+                "invalid_json",
+                "request body is not valid JSON (UTF-8): " + _describe(errors),
+                request=request,
             )
         return error_response(422, "validation_error", _describe(errors), request=request)
 
@@ -101,12 +112,22 @@ def install(app: FastAPI) -> None:
         status = exc.status_code
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if status == 400 and "parsing the body" in message:
-            return error_response(400, "invalid_json", "request body is not valid JSON (UTF-8)", request=request)
-        return error_response(status, _TYPES.get(status, "error"), message, getattr(exc, "headers", None), request)
+            return error_response(
+                400, "invalid_json", "request body is not valid JSON (UTF-8)", request=request
+            )
+        return error_response(
+            status, _TYPES.get(status, "error"), message, getattr(exc, "headers", None), request
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error", extra={"request_id": request.scope.get("bpesvc", {}).get("request_id")})
+        log.exception(
+            "unhandled error",
+            extra={"request_id": request.scope.get("bpesvc", {}).get("request_id")},
+        )
         return error_response(
-            500, "internal_error", "internal error; see the server log for this request id", request=request
+            500,
+            "internal_error",
+            "internal error; see the server log for this request id",
+            request=request,
         )

@@ -33,7 +33,8 @@ def _reject(proto, status: int, reason: bytes, type_: str, message: str) -> None
     body = json.dumps(error_body(status, type_, message)).encode()
     proto.transport.write(
         b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
-        % (status, reason, len(body)) + body
+        % (status, reason, len(body))
+        + body
     )
     proto.transport.close()
 
@@ -59,8 +60,13 @@ def _timed_out(proto) -> None:
     if proto._bpesvc_head_bytes == 0 and not proto._bpesvc_started:
         proto.transport.close()  # connected and said nothing
         return
-    _reject(proto, 408, b"Request Timeout", "request_timeout",
-            f"request head not received within {LIMITS['header_timeout']:g} s")
+    _reject(
+        proto,
+        408,
+        b"Request Timeout",
+        "request_timeout",
+        f"request head not received within {LIMITS['header_timeout']:g} s",
+    )
 
 
 def install(max_header_bytes: int, header_timeout: float) -> bool:
@@ -73,8 +79,16 @@ def install(max_header_bytes: int, header_timeout: float) -> bool:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as cls
     except ImportError:
         return False
-    orig = {name: getattr(cls, name) for name in
-            ("connection_made", "connection_lost", "data_received", "on_message_begin", "on_headers_complete")}
+    orig = {
+        name: getattr(cls, name)
+        for name in (
+            "connection_made",
+            "connection_lost",
+            "data_received",
+            "on_message_begin",
+            "on_headers_complete",
+        )
+    }
 
     def connection_made(self, transport) -> None:
         orig["connection_made"](self, transport)
@@ -105,8 +119,13 @@ def install(max_header_bytes: int, header_timeout: float) -> bool:
             self._bpesvc_head_bytes += len(data)
             if self._bpesvc_head_bytes > LIMITS["max_header_bytes"]:
                 _disarm(self)
-                _reject(self, 431, b"Request Header Fields Too Large", "headers_too_large",
-                        f"request line and headers exceed {LIMITS['max_header_bytes']} bytes")
+                _reject(
+                    self,
+                    431,
+                    b"Request Header Fields Too Large",
+                    "headers_too_large",
+                    f"request line and headers exceed {LIMITS['max_header_bytes']} bytes",
+                )
 
     cls.connection_made = connection_made
     cls.connection_lost = connection_lost

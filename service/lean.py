@@ -23,8 +23,9 @@ answered in parallel). Figures: docs/perf/service.md.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import anyio.to_thread
 from fastapi.routing import APIRoute
@@ -67,7 +68,12 @@ class Lean:
             return None
 
 
-def lean(model: type[BaseModel], answer: Callable[[Any, Context], Any], *, thread_bytes: int = THREAD_BYTES):
+def lean(
+    model: type[BaseModel],
+    answer: Callable[[Any, Context], Any],
+    *,
+    thread_bytes: int = THREAD_BYTES,
+):
     """Declare the endpoint's lean handler (see the module docstring)."""
 
     def mark(endpoint):
@@ -80,9 +86,12 @@ def lean(model: type[BaseModel], answer: Callable[[Any, Context], Any], *, threa
 def lean_routes(routes) -> dict[str, APIRoute]:
     """The POST routes, by path, whose endpoint declares a lean handler (paths without parameters)."""
     return {
-        r.path: r for r in routes
-        if isinstance(r, APIRoute) and isinstance(getattr(r.endpoint, "lean", None), Lean)
-        and "POST" in r.methods and "{" not in r.path
+        r.path: r
+        for r in routes
+        if isinstance(r, APIRoute)
+        and isinstance(getattr(r.endpoint, "lean", None), Lean)
+        and "POST" in r.methods
+        and "{" not in r.path
     }
 
 
@@ -101,7 +110,9 @@ class LeanRoutes:
 
     def _answer(self, handler: Lean, body: bytes, info: dict) -> bytes | APIError | None:
         if len(body) > SERIAL_BYTES:
-            with self._large:  # one large body at a time: the loop has one thread to wait for, not many
+            with (
+                self._large
+            ):  # one large body at a time: the loop has one thread to wait for, not many
                 return self._answer_one(handler, body, info)
         return self._answer_one(handler, body, info)
 
@@ -118,7 +129,11 @@ class LeanRoutes:
         if scope["type"] != "http" or scope["method"] != "POST":
             return await self.app(scope, receive, send)
         route = self.routes.get(scope["path"])
-        if route is None or not self.state.loaded or not body_json.json_content_type(scope["headers"]):
+        if (
+            route is None
+            or not self.state.loaded
+            or not body_json.json_content_type(scope["headers"])
+        ):
             return await self.app(scope, receive, send)
         chunks = []
         while True:
@@ -150,6 +165,14 @@ class LeanRoutes:
         if isinstance(out, APIError):
             info["error_type"] = out.type
             return await error_response(out.status, out.type, out.message)(scope, receive, send)
-        await send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-length", b"%d" % len(out)), (b"content-type", b"application/json")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-length", b"%d" % len(out)),
+                    (b"content-type", b"application/json"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": out})

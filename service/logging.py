@@ -7,12 +7,14 @@ import logging
 import sys
 import time
 
+
 class JsonFormatter(logging.Formatter):
     """``{"ts", "level", "logger", "msg", ...fields}``; fields come from ``extra={"fields": {...}}``."""
 
     def format(self, record: logging.LogRecord) -> str:
         out = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),

@@ -50,29 +50,42 @@ def load_encodings(settings: Settings) -> dict[str, Encoding]:
     out: dict[str, Encoding] = {}
     names = settings.encodings if settings.encodings is not None else bpecore.list_encodings()
     for name in names:
-        enc = registry.resolve_encoding(name)  # a name, or a vocab file's path (keyed by its encoding's name)
+        enc = registry.resolve_encoding(
+            name
+        )  # a name, or a vocab file's path (keyed by its encoding's name)
         out[name if name in registry.ENCODING_CONSTRUCTORS else enc.name] = enc
     for spec in settings.tiktoken_files:
         pattern = resolve_pattern(spec.pattern)
         if "pattern" not in spec.model_fields_set:
             pattern = registry._FROM_SIDECAR  # the file's sidecar, else cl100k's
         enc = bpecore.load_tiktoken(
-            spec.path, name=spec.name, pattern=pattern,
-            special_tokens=spec.special_tokens if "special_tokens" in spec.model_fields_set else None,
+            spec.path,
+            name=spec.name,
+            pattern=pattern,
+            special_tokens=spec.special_tokens
+            if "special_tokens" in spec.model_fields_set
+            else None,
             expected_sha256=spec.sha256,
         )
         out[enc.name] = enc
     for spec in settings.hf_files:
         enc = bpecore.load_hf(spec.path, name=spec.name)
         out[enc.name] = enc
-    if settings.default_encoding not in out and settings.default_encoding not in registry.ENCODING_CONSTRUCTORS:
+    if (
+        settings.default_encoding not in out
+        and settings.default_encoding not in registry.ENCODING_CONSTRUCTORS
+    ):
         path = settings.default_encoding
-        if os.path.exists(path):  # a vocab file: loaded, and from now on named by its encoding's name
+        if os.path.exists(
+            path
+        ):  # a vocab file: loaded, and from now on named by its encoding's name
             enc = registry.resolve_encoding(path)
             out.setdefault(enc.name, enc)
             settings.default_encoding = enc.name
     if settings.default_encoding not in out:
-        raise ValueError(f"default_encoding {settings.default_encoding!r} is not among the loaded {sorted(out)}")
+        raise ValueError(
+            f"default_encoding {settings.default_encoding!r} is not among the loaded {sorted(out)}"
+        )
     return out
 
 
@@ -120,12 +133,21 @@ class _Drain:
         self._pass_on(signal.SIGTERM, None)
 
     def _start(self, sig: int) -> None:
-        self.task = asyncio.ensure_future(self._drain(sig))  # keep a reference: the loop holds tasks weakly
+        self.task = asyncio.ensure_future(
+            self._drain(sig)
+        )  # keep a reference: the loop holds tasks weakly
 
     async def _drain(self, sig: int) -> None:
         start_draining(self.app)
-        log.info("draining", extra={"fields": {"signal": signal.Signals(sig).name,
-                                                "drain_seconds": self.app.state.settings.drain_seconds}})
+        log.info(
+            "draining",
+            extra={
+                "fields": {
+                    "signal": signal.Signals(sig).name,
+                    "drain_seconds": self.app.state.settings.drain_seconds,
+                }
+            },
+        )
         await asyncio.sleep(self.app.state.settings.drain_seconds)
         # streams were told to close at the start of the drain; give them a moment to finish
         deadline = time.monotonic() + 2.0
@@ -165,9 +187,14 @@ async def lifespan(app: FastAPI):
             log.error("encodings failed to load", extra={"fields": {"error": state.load_error}})
             if not settings.load_in_background:
                 raise
-            if serving:  # never serve with a missing or wrong vocab: stop, and exit non-zero (below)
+            if (
+                serving
+            ):  # never serve with a missing or wrong vocab: stop, and exit non-zero (below)
                 state.exit_code = EXIT_LOAD_FAILED
-                log.error("stopping: encodings failed to load", extra={"fields": {"exit_code": EXIT_LOAD_FAILED}})
+                log.error(
+                    "stopping: encodings failed to load",
+                    extra={"fields": {"exit_code": EXIT_LOAD_FAILED}},
+                )
                 drain.stop_now()
             return
         seconds = time.perf_counter() - t0
@@ -177,7 +204,10 @@ async def lifespan(app: FastAPI):
         state.metrics.load_seconds.set(seconds)
         if not state.draining:
             state.metrics.ready.set(1)
-        log.info("encodings loaded", extra={"fields": {"encodings": sorted(encodings), "seconds": round(seconds, 3)}})
+        log.info(
+            "encodings loaded",
+            extra={"fields": {"encodings": sorted(encodings), "seconds": round(seconds, 3)}},
+        )
 
     task = None
     if settings.load_in_background:
@@ -210,7 +240,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=bpecore.__version__,
         description="Exact BPE token counts, encodes, cuts and chunks, identical to tiktoken.",
         lifespan=lifespan,
-        responses={500: {"model": ErrorResponse, "description": "A bug; the log has the request id."}},
+        responses={
+            500: {"model": ErrorResponse, "description": "A bug; the log has the request id."}
+        },
     )
     state = app.state
     state.settings = settings
@@ -227,7 +259,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in routers:
         app.include_router(router)  # no prefix: the routers' paths are the app's
     routes = lean_routes(route for router in routers for route in router.routes)
-    if settings.fast_path and routes:  # inside ServiceMiddleware: limits, metrics and the log line apply
+    if (
+        settings.fast_path and routes
+    ):  # inside ServiceMiddleware: limits, metrics and the log line apply
         app.add_middleware(LeanRoutes, routes=routes, state=state)
     app.add_middleware(ServiceMiddleware, settings=settings, metrics=state.metrics)
     return app

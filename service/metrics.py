@@ -9,12 +9,34 @@ One uvicorn worker per container: no multiprocess mode.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 EXCLUDED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
-_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
 _SIZE_BUCKETS = (64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -30,33 +52,58 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
-            "bpesvc_requests", "HTTP requests by route template, method and status.", ["route", "method", "status"],
+            "bpesvc_requests",
+            "HTTP requests by route template, method and status.",
+            ["route", "method", "status"],
             registry=r,
         )
         self.request_seconds = Histogram(
-            "bpesvc_request_seconds", "HTTP request latency by route template.", ["route", "method"],
-            buckets=_LATENCY_BUCKETS, registry=r,
+            "bpesvc_request_seconds",
+            "HTTP request latency by route template.",
+            ["route", "method"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.inflight = Gauge("bpesvc_requests_inflight", "HTTP requests in progress.", registry=r)
         self.tokens = Counter(
-            "bpesvc_tokens", "Tokens produced or counted, by encoding and operation.", ["encoding", "op"], registry=r
+            "bpesvc_tokens",
+            "Tokens produced or counted, by encoding and operation.",
+            ["encoding", "op"],
+            registry=r,
         )
         self.bytes = Counter(
-            "bpesvc_bytes", "UTF-8 bytes of input text, by encoding and operation.", ["encoding", "op"], registry=r
+            "bpesvc_bytes",
+            "UTF-8 bytes of input text, by encoding and operation.",
+            ["encoding", "op"],
+            registry=r,
         )
         self.request_bytes = Histogram(
-            "bpesvc_request_bytes", "UTF-8 bytes of input text per operation call.", ["op"],
-            buckets=_SIZE_BUCKETS, registry=r,
+            "bpesvc_request_bytes",
+            "UTF-8 bytes of input text per operation call.",
+            ["op"],
+            buckets=_SIZE_BUCKETS,
+            registry=r,
         )
         self.op_seconds = Histogram(
-            "bpesvc_op_seconds", "Time spent in the library per operation call.", ["op"],
-            buckets=_LATENCY_BUCKETS, registry=r,
+            "bpesvc_op_seconds",
+            "Time spent in the library per operation call.",
+            ["op"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
-        self.errors = Counter("bpesvc_errors", "Error responses by error type.", ["type"], registry=r)
+        self.errors = Counter(
+            "bpesvc_errors", "Error responses by error type.", ["type"], registry=r
+        )
         self.streams_open = Gauge("bpesvc_streams_open", "WebSocket streams open.", registry=r)
-        self.ready = Gauge("bpesvc_ready", "1 when every configured encoding is loaded and not draining.", registry=r)
+        self.ready = Gauge(
+            "bpesvc_ready",
+            "1 when every configured encoding is loaded and not draining.",
+            registry=r,
+        )
         self.encodings_loaded = Gauge("bpesvc_encodings_loaded", "Encodings loaded.", registry=r)
-        self.load_seconds = Gauge("bpesvc_load_seconds", "Seconds the start-up vocab load took.", registry=r)
+        self.load_seconds = Gauge(
+            "bpesvc_load_seconds", "Seconds the start-up vocab load took.", registry=r
+        )
 
         # labelled children, cached: ``labels()`` costs more than the increment
         self._op_children: dict[tuple[str, str], tuple] = {}
@@ -66,8 +113,10 @@ class Metrics:
         children = self._op_children.get((op, encoding))
         if children is None:
             children = self._op_children[(op, encoding)] = (
-                self.tokens.labels(encoding, op), self.bytes.labels(encoding, op),
-                self.request_bytes.labels(op), self.op_seconds.labels(op),
+                self.tokens.labels(encoding, op),
+                self.bytes.labels(encoding, op),
+                self.request_bytes.labels(op),
+                self.op_seconds.labels(op),
             )
         tokens_c, bytes_c, size_h, seconds_h = children
         tokens_c.inc(tokens)
@@ -79,7 +128,8 @@ class Metrics:
         children = self._request_children.get((route, method, status))
         if children is None:
             children = self._request_children[(route, method, status)] = (
-                self.requests.labels(route, method, str(status)), self.request_seconds.labels(route, method),
+                self.requests.labels(route, method, str(status)),
+                self.request_seconds.labels(route, method),
             )
         children[0].inc()
         children[1].observe(seconds)

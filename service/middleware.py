@@ -41,11 +41,15 @@ class ServiceMiddleware:
         self.metrics = metrics
         self.inflight = 0
 
-    async def _send_error(self, send, status: int, type: str, message: str, rid: str, info: dict,
-                          close: bool = False) -> None:
+    async def _send_error(
+        self, send, status: int, type: str, message: str, rid: str, info: dict, close: bool = False
+    ) -> None:
         info["error_type"] = type
         body = json.dumps(error_body(status, type, message)).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
         if close:
             headers.append((b"connection", b"close"))
         if status in RETRY_AFTER_STATUSES:
@@ -83,7 +87,9 @@ class ServiceMiddleware:
         self.metrics.inflight.inc()
         try:
             if over_inflight:
-                await self._send_error(send_wrapper, 429, "too_many_requests", "server busy; retry later", rid, info)
+                await self._send_error(
+                    send_wrapper, 429, "too_many_requests", "server busy; retry later", rid, info
+                )
                 return
             if method not in _BODY_METHODS:
                 await self.app(scope, receive, send_wrapper)
@@ -98,20 +104,31 @@ class ServiceMiddleware:
                         declared = None
             if declared is not None and declared > limit:
                 await self._send_error(
-                    send_wrapper, 413, "payload_too_large",
-                    f"request body of {declared} bytes exceeds the limit of {limit} bytes", rid, info,
+                    send_wrapper,
+                    413,
+                    "payload_too_large",
+                    f"request body of {declared} bytes exceeds the limit of {limit} bytes",
+                    rid,
+                    info,
                 )
                 return
             chunks = []
             more = True
             while more:
                 try:
-                    async with asyncio.timeout(self.settings.body_timeout):  # no task per read, unlike wait_for
+                    async with asyncio.timeout(
+                        self.settings.body_timeout
+                    ):  # no task per read, unlike wait_for
                         message = await receive()
                 except TimeoutError:
                     await self._send_error(
-                        send_wrapper, 408, "request_timeout",
-                        f"no request body data for {self.settings.body_timeout:g} s", rid, info, close=True,
+                        send_wrapper,
+                        408,
+                        "request_timeout",
+                        f"no request body data for {self.settings.body_timeout:g} s",
+                        rid,
+                        info,
+                        close=True,
                     )
                     return
                 if message["type"] == "http.disconnect":
@@ -120,8 +137,12 @@ class ServiceMiddleware:
                 bytes_in += len(chunk)
                 if bytes_in > limit:
                     await self._send_error(
-                        send_wrapper, 413, "payload_too_large",
-                        f"request body exceeds the limit of {limit} bytes", rid, info,
+                        send_wrapper,
+                        413,
+                        "payload_too_large",
+                        f"request body exceeds the limit of {limit} bytes",
+                        rid,
+                        info,
                     )
                     return
                 chunks.append(chunk)

@@ -10,7 +10,7 @@ so the same code serves /v1/encode (offsets into the input, which the decoded by
 from __future__ import annotations
 
 import codecs
-from typing import Iterable
+from collections.abc import Iterable
 
 from bpecore import Encoding
 

@@ -41,7 +41,9 @@ class Response(BaseModel):
 
 # ----------------------------------------------------------------------------------- errors
 class ErrorDetail(Response):
-    type: str = Field(description="Stable machine-readable error kind, e.g. 'validation_error', 'encoding_not_found'.")
+    type: str = Field(
+        description="Stable machine-readable error kind, e.g. 'validation_error', 'encoding_not_found'."
+    )
     message: str = Field(description="What went wrong, for humans.")
     code: int = Field(description="The HTTP status code.")
 
@@ -67,13 +69,19 @@ COMMON_ERRORS = error_responses(400, 404, 413, 422, 429, 503)
 
 # ----------------------------------------------------------------------------------- count
 class CountRequest(Request):
-    text: Text | None = Field(default=None, description="The text to count. Give exactly one of text and texts.")
-    texts: list[Text] | None = Field(default=None, description="Several texts to count, each on its own.")
+    text: Text | None = Field(
+        default=None, description="The text to count. Give exactly one of text and texts."
+    )
+    texts: list[Text] | None = Field(
+        default=None, description="Several texts to count, each on its own."
+    )
     encoding: EncodingName | None = Field(
-        default=None, description="Encoding name; default: the server's default encoding. Not with encodings."
+        default=None,
+        description="Encoding name; default: the server's default encoding. Not with encodings.",
     )
     encodings: list[EncodingName] | None = Field(
-        default=None, description="Several encodings to count with in one call; one result per encoding."
+        default=None,
+        description="Several encodings to count with in one call; one result per encoding.",
     )
     limit: int | None = Field(
         default=None,
@@ -102,7 +110,8 @@ class CountResult(Response):
         default=None, description="Per text, when texts was given; null entries are over the limit."
     )
     within_limit: bool | None = Field(
-        default=None, description="With a limit: whether the text (every text) fits. Null without a limit."
+        default=None,
+        description="With a limit: whether the text (every text) fits. Null without a limit.",
     )
 
 
@@ -118,7 +127,9 @@ SpecialPolicy = list[str] | Literal["all"]
 
 class TokenOffset(Response):
     id: int = Field(description="Token id.")
-    text: str = Field(description="The token's bytes decoded as UTF-8 (U+FFFD for a partial character).")
+    text: str = Field(
+        description="The token's bytes decoded as UTF-8 (U+FFFD for a partial character)."
+    )
     start: int = Field(description="Character offset of the first character the token touches.")
     end: int = Field(
         description="Character offset just after the last character the token touches. Tokens that split "
@@ -128,7 +139,9 @@ class TokenOffset(Response):
 
 class EncodeRequest(Request):
     text: Text = Field(description="The text to encode.")
-    encoding: EncodingName | None = Field(default=None, description="Encoding name; default: the server's default.")
+    encoding: EncodingName | None = Field(
+        default=None, description="Encoding name; default: the server's default."
+    )
     allowed_special: SpecialPolicy = Field(
         default_factory=list,
         description="Special-token strings encoded as their special ids: a list, or 'all'. "
@@ -139,21 +152,28 @@ class EncodeRequest(Request):
         description="Special-token strings that make the request fail with 400 if present: a list, or 'all' "
         "(every special token not allowed). [] encodes them as plain text.",
     )
-    return_offsets: bool = Field(default=False, description="Also return {id, text, start, end} per token.")
+    return_offsets: bool = Field(
+        default=False, description="Also return {id, text, start, end} per token."
+    )
 
 
 class EncodeResponse(Response):
     encoding: str = Field(description="The encoding used.")
     count: int = Field(description="Number of tokens.")
     tokens: list[int] = Field(description="Token ids.")
-    offsets: list[TokenOffset] | None = Field(default=None, description="Per token, when return_offsets was set.")
+    offsets: list[TokenOffset] | None = Field(
+        default=None, description="Per token, when return_offsets was set."
+    )
 
 
 class DecodeRequest(Request):
     tokens: list[TokenId] = Field(description="Token ids to decode.")
-    encoding: EncodingName | None = Field(default=None, description="Encoding name; default: the server's default.")
+    encoding: EncodingName | None = Field(
+        default=None, description="Encoding name; default: the server's default."
+    )
     return_offsets: bool = Field(
-        default=False, description="Also return {id, text, start, end} per token, offsets into the decoded text."
+        default=False,
+        description="Also return {id, text, start, end} per token, offsets into the decoded text.",
     )
 
 
@@ -161,7 +181,9 @@ class DecodeResponse(Response):
     encoding: str = Field(description="The encoding used.")
     count: int = Field(description="Number of tokens decoded.")
     text: str = Field(description="The decoded text; invalid UTF-8 is replaced with U+FFFD.")
-    offsets: list[TokenOffset] | None = Field(default=None, description="Per token, when return_offsets was set.")
+    offsets: list[TokenOffset] | None = Field(
+        default=None, description="Per token, when return_offsets was set."
+    )
 
 
 # ----------------------------------------------------------------------------------- split / intervals
@@ -173,12 +195,16 @@ class SplitRequest(Request):
         description="'head': keep the longest prefix with count <= max_tokens; "
         "'tail': keep the longest suffix with count <= max_tokens.",
     )
-    encoding: EncodingName | None = Field(default=None, description="Encoding name; default: the server's default.")
+    encoding: EncodingName | None = Field(
+        default=None, description="Encoding name; default: the server's default."
+    )
 
 
 class SplitResponse(Response):
     encoding: str = Field(description="The encoding used.")
-    offset: int = Field(description="The cut, a character offset: kept = text[:offset] (head) or text[offset:] (tail).")
+    offset: int = Field(
+        description="The cut, a character offset: kept = text[:offset] (head) or text[offset:] (tail)."
+    )
     start: int = Field(description="Character offset where the kept text starts.")
     end: int = Field(description="Character offset where the kept text ends.")
     text: str = Field(description="The kept text.")
@@ -190,30 +216,46 @@ class IntervalsRequest(Request):
     ranges: list[Pair] = Field(
         description="[start, end] character offsets, 0 <= start <= end <= len(text); each counted as text[start:end]."
     )
-    encoding: EncodingName | None = Field(default=None, description="Encoding name; default: the server's default.")
+    encoding: EncodingName | None = Field(
+        default=None, description="Encoding name; default: the server's default."
+    )
 
 
 class IntervalsResponse(Response):
     encoding: str = Field(description="The encoding used.")
     count: int = Field(description="Tokens in the whole text.")
-    counts: list[int] = Field(description="Per range, the count of text[start:end] sent on its own.")
+    counts: list[int] = Field(
+        description="Per range, the count of text[start:end] sent on its own."
+    )
 
 
 # ----------------------------------------------------------------------------------- chunk
 class ChunkRequest(Request):
-    text: Text | None = Field(default=None, description="The text to chunk. Give exactly one of text and texts.")
-    texts: list[Text] | None = Field(default=None, description="Several texts, each chunked on its own.")
-    encoding: EncodingName | None = Field(default=None, description="Encoding name; default: the server's default.")
-    max_tokens: int = Field(ge=1, description="Most tokens per chunk (exact: every chunk's count is <= this).")
+    text: Text | None = Field(
+        default=None, description="The text to chunk. Give exactly one of text and texts."
+    )
+    texts: list[Text] | None = Field(
+        default=None, description="Several texts, each chunked on its own."
+    )
+    encoding: EncodingName | None = Field(
+        default=None, description="Encoding name; default: the server's default."
+    )
+    max_tokens: int = Field(
+        ge=1, description="Most tokens per chunk (exact: every chunk's count is <= this)."
+    )
     overlap: int = Field(
-        default=0, ge=0, description="Tokens of the previous chunk's end each chunk starts with (at most)."
+        default=0,
+        ge=0,
+        description="Tokens of the previous chunk's end each chunk starts with (at most).",
     )
     trim: bool = Field(
         default=True,
         description="Strip whitespace at chunk edges (offsets stay true). False: without overlap the chunks "
         "tile the text exactly.",
     )
-    markdown: bool = Field(default=False, description="Treat Markdown headings as the best boundaries.")
+    markdown: bool = Field(
+        default=False, description="Treat Markdown headings as the best boundaries."
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> ChunkRequest:
@@ -235,7 +277,9 @@ class ChunkResponse(Response):
     encoding: str = Field(description="The encoding used.")
     count: int = Field(description="Number of chunks (over all texts).")
     chunks: list[ChunkOut] | None = Field(default=None, description="The chunks of text, in order.")
-    results: list[list[ChunkOut]] | None = Field(default=None, description="Per text (when texts was given), its chunks.")
+    results: list[list[ChunkOut]] | None = Field(
+        default=None, description="Per text (when texts was given), its chunks."
+    )
 
 
 # ----------------------------------------------------------------------------------- chat
@@ -251,8 +295,12 @@ class ChatMessage(BaseModel):
 
 class ChatCountRequest(Request):
     messages: list[ChatMessage] = Field(description="OpenAI-style chat messages.")
-    model: str = Field(default="gpt-4o", description="Model whose message overheads and encoding apply.")
-    tools: list[dict[str, Any]] | None = Field(default=None, description="OpenAI-style tool (function) definitions.")
+    model: str = Field(
+        default="gpt-4o", description="Model whose message overheads and encoding apply."
+    )
+    tools: list[dict[str, Any]] | None = Field(
+        default=None, description="OpenAI-style tool (function) definitions."
+    )
 
 
 class ChatCountResponse(Response):
@@ -265,8 +313,12 @@ class EncodingInfo(Response):
     name: str = Field(description="Encoding name.")
     n_vocab: int = Field(description="Number of ids, special tokens included (max id + 1).")
     special_tokens: dict[str, int] = Field(description="Special-token strings and their ids.")
-    pattern: str | None = Field(description="Pre-tokenization regex (null: the whole text is one piece).")
-    vocab_sha256: str | None = Field(description="SHA-256 of the rank file the encoding was built from.")
+    pattern: str | None = Field(
+        description="Pre-tokenization regex (null: the whole text is one piece)."
+    )
+    vocab_sha256: str | None = Field(
+        description="SHA-256 of the rank file the encoding was built from."
+    )
     default: bool = Field(description="Whether requests naming no encoding use this one.")
 
 
@@ -283,21 +335,31 @@ class HealthResponse(Response):
 
 # ----------------------------------------------------------------------------------- compatibility
 class VllmTokenizeRequest(Request):
-    model: str | None = Field(default=None, description="Encoding name (or a model bpecore maps to one).")
+    model: str | None = Field(
+        default=None, description="Encoding name (or a model bpecore maps to one)."
+    )
     prompt: Text = Field(description="Text to tokenize.")
-    add_special_tokens: bool = Field(default=True, description="Accepted for compatibility; these encodings add none.")
-    return_token_strs: bool | None = Field(default=False, description="Also return each token's text.")
+    add_special_tokens: bool = Field(
+        default=True, description="Accepted for compatibility; these encodings add none."
+    )
+    return_token_strs: bool | None = Field(
+        default=False, description="Also return each token's text."
+    )
 
 
 class VllmTokenizeResponse(Response):
     count: int = Field(description="Number of tokens.")
     max_model_len: int = Field(description="Reported as the server's max_tokens limit.")
     tokens: list[int] = Field(description="Token ids.")
-    token_strs: list[str] | None = Field(default=None, description="Per token, its text (when asked).")
+    token_strs: list[str] | None = Field(
+        default=None, description="Per token, its text (when asked)."
+    )
 
 
 class VllmDetokenizeRequest(Request):
-    model: str | None = Field(default=None, description="Encoding name (or a model bpecore maps to one).")
+    model: str | None = Field(
+        default=None, description="Encoding name (or a model bpecore maps to one)."
+    )
     tokens: list[TokenId] = Field(description="Token ids to decode.")
 
 
@@ -307,18 +369,28 @@ class VllmDetokenizeResponse(Response):
 
 class TeiTokenizeRequest(Request):
     inputs: Text | list[Text] = Field(description="Text or texts to tokenize.")
-    add_special_tokens: bool = Field(default=True, description="Accepted for compatibility; these encodings add none.")
-    prompt_name: str | None = Field(default=None, description="Accepted for compatibility; ignored.")
+    add_special_tokens: bool = Field(
+        default=True, description="Accepted for compatibility; these encodings add none."
+    )
+    prompt_name: str | None = Field(
+        default=None, description="Accepted for compatibility; ignored."
+    )
 
 
 class TeiToken(Response):
     id: int = Field(description="Token id.")
     text: str = Field(description="The token's text.")
     special: bool = Field(description="Whether this is a special token.")
-    start: int | None = Field(description="UTF-8 byte offset where the token starts (TEI convention).")
+    start: int | None = Field(
+        description="UTF-8 byte offset where the token starts (TEI convention)."
+    )
     stop: int | None = Field(description="UTF-8 byte offset where the token ends (TEI convention).")
 
 
 class TeiDecodeRequest(Request):
-    ids: list[TokenId] | list[list[TokenId]] = Field(description="Token ids, or a list of id lists.")
-    skip_special_tokens: bool = Field(default=True, description="Drop special tokens from the text.")
+    ids: list[TokenId] | list[list[TokenId]] = Field(
+        description="Token ids, or a list of id lists."
+    )
+    skip_special_tokens: bool = Field(
+        default=True, description="Drop special tokens from the text."
+    )

@@ -14,11 +14,18 @@ from hypothesis import strategies as st
 import bpecore
 from bpecore.registry import CL100K_PATTERN, O200K_PATTERN
 
-settings.register_profile("dev", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "dev", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 # CI: fixed examples (derandomize), so a landing never depends on the draw; new inputs come from
 # the dev profile, the slow suites and scripts/reliability/fuzz.py.
-settings.register_profile("ci", max_examples=300, deadline=None, derandomize=True,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "ci",
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -42,7 +49,10 @@ def read_corpus(name: str) -> str:
 
 def shared_ranks(name: str) -> dict[bytes, int]:
     data = gzip.decompress((SHARED / "vocab" / f"{name}.tiktoken.gz").read_bytes())
-    return {base64.b64decode(tok): int(rank) for tok, rank in (line.split() for line in data.splitlines() if line)}
+    return {
+        base64.b64decode(tok): int(rank)
+        for tok, rank in (line.split() for line in data.splitlines() if line)
+    }
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +89,10 @@ def tiktoken_encoding():
         if name not in _tiktoken_cache:
             enc = bpecore.get_encoding(name)
             _tiktoken_cache[name] = tiktoken.Encoding(
-                name, pat_str=PATTERNS[name], mergeable_ranks=shared_ranks(name), special_tokens=enc.special_tokens
+                name,
+                pat_str=PATTERNS[name],
+                mergeable_ranks=shared_ranks(name),
+                special_tokens=enc.special_tokens,
             )
         return _tiktoken_cache[name]
 
@@ -101,10 +114,30 @@ def token_bytes():
 
 def token_concatenation(tokens: list[bytes], max_size: int = 40) -> st.SearchStrategy[str]:
     """Text made by concatenating random vocabulary tokens (the rust-gems create_test_bytes idea)."""
-    return st.lists(st.sampled_from(tokens), max_size=max_size).map(lambda ts: b"".join(ts).decode("utf-8", "replace"))
+    return st.lists(st.sampled_from(tokens), max_size=max_size).map(
+        lambda ts: b"".join(ts).decode("utf-8", "replace")
+    )
 
 
-ADVERSARIAL_CHARS = [" ", "a", "0", "\n", "\t", "'", "s", "A", "\u00a0", "\u3000", "é", "\u0301", "😀", "中", "/", "!", "\r"]
+ADVERSARIAL_CHARS = [
+    " ",
+    "a",
+    "0",
+    "\n",
+    "\t",
+    "'",
+    "s",
+    "A",
+    "\u00a0",
+    "\u3000",
+    "é",
+    "\u0301",
+    "😀",
+    "中",
+    "/",
+    "!",
+    "\r",
+]
 
 
 _EXACT_ENCODINGS: dict[str, bpecore.Encoding] = {}
@@ -122,9 +155,13 @@ def exact_encoding(name: str) -> bpecore.Encoding:
         elif name == "r50k_pattern":
             from bpecore.registry import R50K_PATTERN
 
-            _EXACT_ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), R50K_PATTERN, {})
+            _EXACT_ENCODINGS[name] = bpecore.Encoding(
+                name, shared_ranks("cl100k_base"), R50K_PATTERN, {}
+            )
         elif name == "cl100k_words":
-            _EXACT_ENCODINGS[name] = bpecore.Encoding(name, shared_ranks("cl100k_base"), r"\S+|\s+", {})
+            _EXACT_ENCODINGS[name] = bpecore.Encoding(
+                name, shared_ranks("cl100k_base"), r"\S+|\s+", {}
+            )
         else:
             _EXACT_ENCODINGS[name] = bpecore.get_encoding(name)
     return _EXACT_ENCODINGS[name]

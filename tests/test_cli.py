@@ -50,7 +50,9 @@ def test_count_files_and_total(capsys, files, enc):
 
 
 def test_count_stdin_and_encoding(capsys, monkeypatch):
-    code, out, _ = run(capsys, ["count", "--encoding", "o200k_base"], stdin=TEXT.encode(), monkeypatch=monkeypatch)
+    code, out, _ = run(
+        capsys, ["count", "--encoding", "o200k_base"], stdin=TEXT.encode(), monkeypatch=monkeypatch
+    )
     assert code == 0 and out == f"{bpecore.get_encoding('o200k_base').count(TEXT)}\n"
 
 
@@ -84,12 +86,25 @@ def test_chunk_jsonl_equals_library(capsys, files, enc):
     assert code == 0
     rows = [json.loads(line) for line in out.splitlines()]
     expected = chunk(TEXT, enc, 8)
-    assert [(r["start"], r["end"], r["tokens"], r["text"]) for r in rows] == [(c.start, c.end, c.tokens, c.text) for c in expected]
+    assert [(r["start"], r["end"], r["tokens"], r["text"]) for r in rows] == [
+        (c.start, c.end, c.tokens, c.text) for c in expected
+    ]
     assert [r["index"] for r in rows] == list(range(len(rows)))
 
 
 def test_chunk_options(capsys, files, enc, monkeypatch):
-    argv = ["chunk", "-n", "10", "--overlap", "3", "--no-trim", "--markdown", "-e", "o200k_base", "--jsonl"]
+    argv = [
+        "chunk",
+        "-n",
+        "10",
+        "--overlap",
+        "3",
+        "--no-trim",
+        "--markdown",
+        "-e",
+        "o200k_base",
+        "--jsonl",
+    ]
     code, out, _ = run(capsys, argv, stdin=TEXT.encode(), monkeypatch=monkeypatch)
     assert code == 0
     rows = [json.loads(line) for line in out.splitlines()]
@@ -100,7 +115,9 @@ def test_chunk_options(capsys, files, enc, monkeypatch):
 
 def test_chunk_plain_output(capsys, files):
     code, out, _ = run(capsys, ["chunk", str(files[0]), "-n", "8"])
-    assert code == 0 and out.startswith("--- chunk 0: chars 0-28, 8 tokens ---\nHello world. This is a test.\n")
+    assert code == 0 and out.startswith(
+        "--- chunk 0: chars 0-28, 8 tokens ---\nHello world. This is a test.\n"
+    )
 
 
 def test_chunk_progress_bar_on_stderr(capsys, tmp_path):
@@ -114,7 +131,13 @@ def test_chunk_progress_bar_on_stderr(capsys, tmp_path):
 
 @pytest.mark.parametrize(
     "argv",
-    [["chunk", "x.txt"], ["chunk", "x.txt", "-n", "0"], ["chunk", "x.txt", "-n", "4", "--overlap", "-1"], ["frobnicate"], []],
+    [
+        ["chunk", "x.txt"],
+        ["chunk", "x.txt", "-n", "0"],
+        ["chunk", "x.txt", "-n", "4", "--overlap", "-1"],
+        ["frobnicate"],
+        [],
+    ],
 )
 def test_usage_errors_exit_2(capsys, argv):
     with pytest.raises(SystemExit) as e:
@@ -133,16 +156,28 @@ def test_unfittable_character_is_a_clean_error(capsys, files):
 
 
 def test_subcommands_are_pluggable():
-    assert [f.__name__ for f in cli._SUBCOMMANDS] == ["_add_count", "_add_encode", "_add_chunk", "_add_train", "_add_serve"]
+    assert [f.__name__ for f in cli._SUBCOMMANDS] == [
+        "_add_count",
+        "_add_encode",
+        "_add_chunk",
+        "_add_train",
+        "_add_serve",
+    ]
     help_text = cli.build_parser().format_help()
     assert all(name in help_text for name in ("count", "encode", "chunk", "train", "serve"))
 
 
 def test_module_entry_point(files):
     proc = subprocess.run(
-        [sys.executable, "-m", "bpecore.cli", "count", str(files[0])], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", "bpecore.cli", "count", str(files[0])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
-    assert proc.returncode == 0 and proc.stdout.split("\t")[0] == str(bpecore.get_encoding("cl100k_base").count(TEXT))
+    assert proc.returncode == 0 and proc.stdout.split("\t")[0] == str(
+        bpecore.get_encoding("cl100k_base").count(TEXT)
+    )
 
 
 def test_train_subcommand_delegates(tmp_path, capsys):
@@ -150,7 +185,22 @@ def test_train_subcommand_delegates(tmp_path, capsys):
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("hello world, hello there. " * 200 + "\nthe end\n")
-    assert cli.main(["train", str(corpus), "--vocab-size", "300", "--pattern", "o200k", "-o", str(tmp_path / "out"), "--quiet"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(corpus),
+                "--vocab-size",
+                "300",
+                "--pattern",
+                "o200k",
+                "-o",
+                str(tmp_path / "out"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert any(p.suffix == ".tiktoken" for p in (tmp_path / "out").iterdir())
 
 

@@ -18,7 +18,9 @@ COMPILED = sorted(p.stem for p in PACKAGE.glob("*.pyx"))
 
 def test_import_does_not_pull_in_the_service():
     code = "import sys, bpecore; bad = [m for m in ('fastapi', 'uvicorn', 'pydantic', 'tiktoken', 'tokenizers') if m in sys.modules]; print(bad)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -33,7 +35,9 @@ def test_stub_names_exist_in_module(name):
     tree = ast.parse((PACKAGE / f"{name}.pyi").read_text())
     for node in tree.body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
-            assert hasattr(module, node.name), f"{name}.pyi declares {node.name}, the module lacks it"
+            assert hasattr(module, node.name), (
+                f"{name}.pyi declares {node.name}, the module lacks it"
+            )
             if isinstance(node, ast.ClassDef):
                 cls = getattr(module, node.name)
                 for item in node.body:
@@ -56,7 +60,9 @@ def test_docstring_examples(name):
                 for meth in vars(attr).values():
                     doc = getattr(meth, "__doc__", None)
                     if doc and ">>>" in doc:
-                        tests.append(doctest.DocTestParser().get_doctest(doc, globs, attr.__name__, None, 0))
+                        tests.append(
+                            doctest.DocTestParser().get_doctest(doc, globs, attr.__name__, None, 0)
+                        )
     assert sum(len(t.examples) for t in tests) > 0
     for t in tests:
         runner.run(t)
@@ -71,9 +77,15 @@ def _bpecore_imports(path: Path) -> set[str]:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             node.body = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "bpecore":
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] == "bpecore"
+        ):
             if node.module == "bpecore":
-                found.update(alias.name for alias in node.names if (PACKAGE / f"{alias.name}.py").exists())
+                found.update(
+                    alias.name for alias in node.names if (PACKAGE / f"{alias.name}.py").exists()
+                )
             else:
                 found.add(node.module.split(".")[1])
         elif isinstance(node, ast.Import):
@@ -89,7 +101,7 @@ def test_python_modules_import_one_way():
 
     def visit(name: str, path: list[str]) -> None:
         if state.get(name) == 1:
-            raise AssertionError("import circle: " + " -> ".join(path[path.index(name):] + [name]))
+            raise AssertionError("import circle: " + " -> ".join(path[path.index(name) :] + [name]))
         if state.get(name) == 2 or name not in graph:
             return
         state[name] = 1
@@ -101,7 +113,9 @@ def test_python_modules_import_one_way():
         visit(name, [])
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"))
+@pytest.mark.parametrize(
+    "name", sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+)
 def test_module_imports_alone(name):
     # bpecore/__init__ not run: the module's own imports must be enough, in any order
     code = (

@@ -19,10 +19,26 @@ def run_suite(max_examples: int) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["BPECORE_TIKTOKEN_SUITE"] = "1"
     env["TIKTOKEN_MAX_EXAMPLES"] = str(max_examples)
-    env["PYTHONPATH"] = os.pathsep.join([str(SUITE / "forward"), str(ROOT), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(SUITE / "forward"), str(ROOT), env.get("PYTHONPATH", "")]
+    )
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE), str(SUITE / "tests")],
-        cwd=SUITE, env=env, capture_output=True, text=True, timeout=1800,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-c",
+            str(SUITE / "pytest.ini"),
+            "--rootdir",
+            str(SUITE),
+            str(SUITE / "tests"),
+        ],
+        cwd=SUITE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
 
 
@@ -35,8 +51,15 @@ def check(result: subprocess.CompletedProcess) -> None:
 def test_forwarding_module_is_bpecore():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SUITE / "forward"), str(ROOT)]))
     out = subprocess.run(
-        [sys.executable, "-c", "import tiktoken, bpecore; print(tiktoken is bpecore, tiktoken.Encoding.__module__)"],
-        env=env, capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import tiktoken, bpecore; print(tiktoken is bpecore, tiktoken.Encoding.__module__)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     assert out == ["True", "bpecore.encoding"]
 

@@ -41,8 +41,10 @@ sys.path.insert(0, str(ROOT))
 import bpecore  # noqa: E402
 
 ENCODINGS = ["cl100k_base", "o200k_base"]
-WORDS = ("the quick brown fox jumps over the lazy dog Ünïcödé ☃ 東京 123 4567 don't  \n\n"
-         "def f(x):\n    return x**2\n").split(" ")
+WORDS = (
+    "the quick brown fox jumps over the lazy dog Ünïcödé ☃ 東京 123 4567 don't  \n\n"
+    "def f(x):\n    return x**2\n"
+).split(" ")
 
 
 def make_texts(rng: random.Random, n: int) -> list[str]:
@@ -82,7 +84,16 @@ class Soak:
         self.texts = make_texts(self.rng, 64)
         self.encs = {n: bpecore.get_encoding(n) for n in ENCODINGS}
         self.window: dict = self.new_window()
-        self.totals = {"sent": 0, "ok": 0, "4xx": 0, "5xx": 0, "lost": 0, "wrong": 0, "frames": 0, "late": 0}
+        self.totals = {
+            "sent": 0,
+            "ok": 0,
+            "4xx": 0,
+            "5xx": 0,
+            "lost": 0,
+            "wrong": 0,
+            "frames": 0,
+            "late": 0,
+        }
         self.wrong_examples: list[str] = []
         self.stop = False
         self.max_outstanding = 64
@@ -90,7 +101,17 @@ class Soak:
 
     @staticmethod
     def new_window() -> dict:
-        return {"lat": [], "sent": 0, "ok": 0, "4xx": 0, "5xx": 0, "lost": 0, "wrong": 0, "frames": 0, "late": 0}
+        return {
+            "lat": [],
+            "sent": 0,
+            "ok": 0,
+            "4xx": 0,
+            "5xx": 0,
+            "lost": 0,
+            "wrong": 0,
+            "frames": 0,
+            "late": 0,
+        }
 
     def bump(self, key: str, n: int = 1) -> None:
         self.window[key] += n
@@ -109,30 +130,69 @@ class Soak:
         enc = self.encs[name]
         kind = rng.randrange(16)
         if kind == 0:
-            return "POST", "/v1/count", {"text": text, "encoding": name}, lambda b: b["count"] == enc.count(text)
+            return (
+                "POST",
+                "/v1/count",
+                {"text": text, "encoding": name},
+                lambda b: b["count"] == enc.count(text),
+            )
         if kind == 1:
             ts = rng.sample(self.texts, 4)
-            return "POST", "/v1/count", {"texts": ts, "encodings": ENCODINGS, "limit": 200}, lambda b: [
-                r["counts"] for r in b["results"]
-            ] == [[enc2.count_till_limit(t, 200) for t in ts] for enc2 in self.encs.values()]
+            return (
+                "POST",
+                "/v1/count",
+                {"texts": ts, "encodings": ENCODINGS, "limit": 200},
+                lambda b: (
+                    [r["counts"] for r in b["results"]]
+                    == [[enc2.count_till_limit(t, 200) for t in ts] for enc2 in self.encs.values()]
+                ),
+            )
         if kind == 2:
-            return "POST", "/v1/encode", {"text": text, "encoding": name}, lambda b: b["tokens"] == enc.encode(text)
+            return (
+                "POST",
+                "/v1/encode",
+                {"text": text, "encoding": name},
+                lambda b: b["tokens"] == enc.encode(text),
+            )
         if kind == 3:
             toks = enc.encode(text)
-            return "POST", "/v1/decode", {"tokens": toks, "encoding": name}, lambda b: b["text"] == text
+            return (
+                "POST",
+                "/v1/decode",
+                {"tokens": toks, "encoding": name},
+                lambda b: b["text"] == text,
+            )
         if kind == 4:
             n = rng.randrange(0, 60)
-            return "POST", "/v1/split", {"text": text, "max_tokens": n, "encoding": name}, lambda b: (
-                b["offset"] == enc.split_at(text, n) and b["count"] == enc.count(text[: b["offset"]]))
+            return (
+                "POST",
+                "/v1/split",
+                {"text": text, "max_tokens": n, "encoding": name},
+                lambda b: (
+                    b["offset"] == enc.split_at(text, n)
+                    and b["count"] == enc.count(text[: b["offset"]])
+                ),
+            )
         if kind == 5:
             n = rng.randrange(0, 60)
-            return "POST", "/v1/split", {"text": text, "max_tokens": n, "keep": "tail", "encoding": name}, lambda b: (
-                b["offset"] == enc.split_at_end(text, n) and b["count"] == enc.count(text[b["offset"]:]))
+            return (
+                "POST",
+                "/v1/split",
+                {"text": text, "max_tokens": n, "keep": "tail", "encoding": name},
+                lambda b: (
+                    b["offset"] == enc.split_at_end(text, n)
+                    and b["count"] == enc.count(text[b["offset"] :])
+                ),
+            )
         if kind == 6:
             L = len(text)
             ranges = [sorted((rng.randrange(L + 1), rng.randrange(L + 1))) for _ in range(20)]
-            return "POST", "/v1/intervals", {"text": text, "ranges": ranges, "encoding": name}, lambda b: (
-                b["counts"] == [enc.count(text[i:j]) for i, j in ranges])
+            return (
+                "POST",
+                "/v1/intervals",
+                {"text": text, "ranges": ranges, "encoding": name},
+                lambda b: b["counts"] == [enc.count(text[i:j]) for i, j in ranges],
+            )
         if kind == 7:
             m = rng.choice([8, 32, 128])
             trim = rng.random() < 0.5
@@ -140,28 +200,64 @@ class Soak:
             def check_chunks(b, m=m, trim=trim):
                 cs = b["chunks"]
                 want = [(c.start, c.end, c.tokens) for c in bpecore.chunk(text, enc, m, trim=trim)]
-                return [(c["start"], c["end"], c["tokens"]) for c in cs] == want and all(
-                    c["text"] == text[c["start"]:c["end"]] and c["tokens"] == enc.count(c["text"]) <= m for c in cs
-                ) and (trim or "".join(c["text"] for c in cs) == text)
-            return "POST", "/v1/chunk", {"text": text, "max_tokens": m, "trim": trim, "encoding": name}, check_chunks
+                return (
+                    [(c["start"], c["end"], c["tokens"]) for c in cs] == want
+                    and all(
+                        c["text"] == text[c["start"] : c["end"]]
+                        and c["tokens"] == enc.count(c["text"]) <= m
+                        for c in cs
+                    )
+                    and (trim or "".join(c["text"] for c in cs) == text)
+                )
+
+            return (
+                "POST",
+                "/v1/chunk",
+                {"text": text, "max_tokens": m, "trim": trim, "encoding": name},
+                check_chunks,
+            )
         if kind == 8:
             msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}]
-            return "POST", "/v1/chat/count", {"messages": msgs, "model": "gpt-4o"}, lambda b: (
-                b["count"] == bpecore.count_messages(msgs, model="gpt-4o"))
+            return (
+                "POST",
+                "/v1/chat/count",
+                {"messages": msgs, "model": "gpt-4o"},
+                lambda b: b["count"] == bpecore.count_messages(msgs, model="gpt-4o"),
+            )
         if kind == 9:
-            return "POST", "/tokenize", {"prompt": text, "model": name}, lambda b: b["tokens"] == enc.encode(text)
+            return (
+                "POST",
+                "/tokenize",
+                {"prompt": text, "model": name},
+                lambda b: b["tokens"] == enc.encode(text),
+            )
         if kind == 10:
             toks = enc.encode(text)
-            return "POST", "/detokenize", {"tokens": toks, "model": name}, lambda b: b["prompt"] == text
+            return (
+                "POST",
+                "/detokenize",
+                {"tokens": toks, "model": name},
+                lambda b: b["prompt"] == text,
+            )
         if kind == 11:
             d = self.encs["cl100k_base"]
-            return "POST", "/tei/tokenize", {"inputs": text}, lambda b: [t["id"] for t in b[0]] == d.encode(text)
+            return (
+                "POST",
+                "/tei/tokenize",
+                {"inputs": text},
+                lambda b: [t["id"] for t in b[0]] == d.encode(text),
+            )
         if kind == 12:
             d = self.encs["cl100k_base"]
             toks = d.encode(text)
             return "POST", "/decode", {"ids": toks}, lambda b: b == [text]
         if kind == 13:
-            return "GET", "/v1/encodings", None, lambda b: {e["name"] for e in b["data"]} >= set(ENCODINGS)
+            return (
+                "GET",
+                "/v1/encodings",
+                None,
+                lambda b: {e["name"] for e in b["data"]} >= set(ENCODINGS),
+            )
         if kind == 14:
             return "GET", "/readyz", None, lambda b: b["status"] == "ok"
         return "GET", "/metrics", None, None
@@ -172,7 +268,7 @@ class Soak:
         t0 = time.perf_counter()
         try:
             r = await client.request(method, path, json=body, timeout=10)
-        except (httpx.TransportError, asyncio.TimeoutError) as e:
+        except (TimeoutError, httpx.TransportError) as e:
             self.bump("lost")
             if len(self.wrong_examples) < 20:
                 self.wrong_examples.append(f"lost {path}: {e!r}")
@@ -203,7 +299,9 @@ class Soak:
             period = 1.0 / self.rate
             next_t = time.perf_counter()
             while not self.stop:
-                if len(tasks) >= self.max_outstanding:  # a bound on the client too: count, then wait
+                if (
+                    len(tasks) >= self.max_outstanding
+                ):  # a bound on the client too: count, then wait
                     self.bump("late")
                     await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
                     next_t = time.perf_counter()
@@ -225,7 +323,9 @@ class Soak:
         while not self.stop:
             pushed = pending = b""
             try:
-                async with websockets.connect(f"{self.ws_url}/v1/stream?encoding={name}", open_timeout=10) as ws:
+                async with websockets.connect(
+                    f"{self.ws_url}/v1/stream?encoding={name}", open_timeout=10
+                ) as ws:
                     for _ in range(200):
                         if self.stop:
                             break
@@ -241,7 +341,9 @@ class Soak:
                         self.window["lat"].append(time.perf_counter() - t0)
                         self.bump("frames")
                         if reply.get("count") != _count_bytes(enc, pushed):
-                            self.wrong(f"stream {name} count {reply.get('count')} after {len(pushed)} bytes")
+                            self.wrong(
+                                f"stream {name} count {reply.get('count')} after {len(pushed)} bytes"
+                            )
                         await asyncio.sleep(self.stream_period)
             except Exception as e:  # noqa: BLE001 - a dropped stream, a timeout or a bad reply: all counted
                 self.bump("lost")
@@ -264,9 +366,16 @@ async def run(args) -> int:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = open(args.log, "wb")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BPESVC_HOST": "127.0.0.1", "BPESVC_PORT": str(port),
-           "BPESVC_LOG_LEVEL": "WARNING"}
-    proc = subprocess.Popen(dockerfile_cmd(port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "BPESVC_HOST": "127.0.0.1",
+        "BPESVC_PORT": str(port),
+        "BPESVC_LOG_LEVEL": "WARNING",
+    }
+    proc = subprocess.Popen(
+        dockerfile_cmd(port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
     url, ws_url = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -285,21 +394,34 @@ async def run(args) -> int:
         workers = [asyncio.create_task(soak.http_load())]
         workers += [asyncio.create_task(soak.stream(i)) for i in range(args.streams)]
         t0 = time.monotonic()
-        print(f"soak: pid {proc.pid}, {args.duration:.0f} s at {args.rate:g} req/s + {args.streams} streams",
-              flush=True)
-        hdr = f"{'t_s':>5} {'rss_MiB':>8} {'sent':>6} {'ok':>6} {'frames':>6} {'4xx':>4} {'5xx':>4} {'lost':>4} " \
-              f"{'wrong':>5} {'late':>5} {'p50_ms':>7} {'p99_ms':>7}"
+        print(
+            f"soak: pid {proc.pid}, {args.duration:.0f} s at {args.rate:g} req/s + {args.streams} streams",
+            flush=True,
+        )
+        hdr = (
+            f"{'t_s':>5} {'rss_MiB':>8} {'sent':>6} {'ok':>6} {'frames':>6} {'4xx':>4} {'5xx':>4} {'lost':>4} "
+            f"{'wrong':>5} {'late':>5} {'p50_ms':>7} {'p99_ms':>7}"
+        )
         print(hdr, flush=True)
         while time.monotonic() - t0 < args.duration:
             await asyncio.sleep(min(args.interval, args.duration - (time.monotonic() - t0)))
             w, soak.window = soak.window, soak.new_window()
-            row = {"t_s": round(time.monotonic() - t0), "rss_mib": rss_kib(proc.pid) / 1024,
-                   **{k: w[k] for k in ("sent", "ok", "frames", "4xx", "5xx", "lost", "wrong", "late")},
-                   "p50_ms": pct(w["lat"], 50) * 1000, "p99_ms": pct(w["lat"], 99) * 1000}
+            row = {
+                "t_s": round(time.monotonic() - t0),
+                "rss_mib": rss_kib(proc.pid) / 1024,
+                **{
+                    k: w[k] for k in ("sent", "ok", "frames", "4xx", "5xx", "lost", "wrong", "late")
+                },
+                "p50_ms": pct(w["lat"], 50) * 1000,
+                "p99_ms": pct(w["lat"], 99) * 1000,
+            }
             rows.append(row)
-            print(f"{row['t_s']:>5} {row['rss_mib']:>8.1f} {row['sent']:>6} {row['ok']:>6} {row['frames']:>6} "
-                  f"{row['4xx']:>4} {row['5xx']:>4} {row['lost']:>4} {row['wrong']:>5} {row['late']:>5} {row['p50_ms']:>7.2f} "
-                  f"{row['p99_ms']:>7.2f}", flush=True)
+            print(
+                f"{row['t_s']:>5} {row['rss_mib']:>8.1f} {row['sent']:>6} {row['ok']:>6} {row['frames']:>6} "
+                f"{row['4xx']:>4} {row['5xx']:>4} {row['lost']:>4} {row['wrong']:>5} {row['late']:>5} {row['p50_ms']:>7.2f} "
+                f"{row['p99_ms']:>7.2f}",
+                flush=True,
+            )
         soak.stop = True
         await asyncio.wait_for(asyncio.gather(*workers, return_exceptions=True), 30)
         ready_after = httpx.get(url + "/readyz", timeout=5).status_code
@@ -328,7 +450,8 @@ async def run(args) -> int:
         "0 lost": tot["lost"] == 0,
         "0 wrong (incl. unexpected 4xx)": tot["wrong"] == 0,
         f"RSS growth after 1st minute {rss_growth:+.1%} < 10%": rss_growth < 0.10,
-        f"p99 end/start {p99_end:.1f}/{p99_start:.1f} ms = {p99_ratio:.2f}x <= 2x": p99_ratio <= 2.0,
+        f"p99 end/start {p99_end:.1f}/{p99_start:.1f} ms = {p99_ratio:.2f}x <= 2x": p99_ratio
+        <= 2.0,
         f"/readyz after: {ready_after}": ready_after == 200,
     }
     print(f"\ntotals: {tot}")
@@ -358,13 +481,19 @@ async def run(args) -> int:
         axes[1].set_ylim(bottom=0)
         axes[1].legend()
         axes[2].plot(t, [r["ok"] / args.interval for r in rows], "-o", ms=3, label="HTTP ok/s")
-        axes[2].plot(t, [r["frames"] / args.interval for r in rows], "-o", ms=3, label="WS frames/s")
-        axes[2].plot(t, [r["5xx"] + r["lost"] + r["wrong"] for r in rows], "-x", ms=4, label="5xx+lost+wrong")
+        axes[2].plot(
+            t, [r["frames"] / args.interval for r in rows], "-o", ms=3, label="WS frames/s"
+        )
+        axes[2].plot(
+            t, [r["5xx"] + r["lost"] + r["wrong"] for r in rows], "-x", ms=4, label="5xx+lost+wrong"
+        )
         axes[2].set_ylabel("per window")
         axes[2].set_xlabel("seconds")
         axes[2].legend()
-        fig.suptitle(f"bpecore service soak: {args.rate:g} req/s + {args.streams} WS streams, all endpoints, "
-                     f"answers checked")
+        fig.suptitle(
+            f"bpecore service soak: {args.rate:g} req/s + {args.streams} WS streams, all endpoints, "
+            f"answers checked"
+        )
         fig.tight_layout()
         fig.savefig(args.png, dpi=90)
         print(f"plot: {args.png}; table: {args.csv}")

@@ -36,11 +36,15 @@ def chunk_texts(body: ChunkRequest, ctx: Context) -> ChunkResponse:
     for text in texts:
         with ctx.op("chunk", enc, utf8_len(text)) as rec:
             try:
-                chunks = chunk_text(text, enc, body.max_tokens, body.overlap, body.trim, body.markdown)
+                chunks = chunk_text(
+                    text, enc, body.max_tokens, body.overlap, body.trim, body.markdown
+                )
             except ValueError as e:
                 raise APIError(422, "chunk_error", str(e)) from None
             rec["tokens"] = sum(c.tokens for c in chunks)
-        results.append([ChunkOut(text=c.text, start=c.start, end=c.end, tokens=c.tokens) for c in chunks])
+        results.append(
+            [ChunkOut(text=c.text, start=c.start, end=c.end, tokens=c.tokens) for c in chunks]
+        )
     n = sum(len(r) for r in results)
     if body.texts is None:
         return ChunkResponse(encoding=enc.name, count=n, chunks=results[0])
@@ -48,7 +52,9 @@ def chunk_texts(body: ChunkRequest, ctx: Context) -> ChunkResponse:
 
 
 @router.post("/chunk", response_model=ChunkResponse, summary="Chunk text")
-@lean(ChunkRequest, chunk_texts, thread_bytes=0)  # chunking takes long even for small bodies: always in a thread
+@lean(
+    ChunkRequest, chunk_texts, thread_bytes=0
+)  # chunking takes long even for small bodies: always in a thread
 def chunk(body: ChunkRequest, ctx: Ctx) -> Response:
     """Token-exact chunks (every chunk's count <= max_tokens), cut at the best boundary available."""
     return reply(chunk_texts(body, ctx))
@@ -70,10 +76,14 @@ def split(body: SplitRequest, ctx: Ctx) -> Response:
         kept = text[start:end]
         n = enc.count(kept)
         rec["tokens"] = n
-    return reply(SplitResponse(encoding=enc.name, offset=k, start=start, end=end, text=kept, count=n))
+    return reply(
+        SplitResponse(encoding=enc.name, offset=k, start=start, end=end, text=kept, count=n)
+    )
 
 
-@router.post("/intervals", response_model=IntervalsResponse, summary="Count many slices of one text")
+@router.post(
+    "/intervals", response_model=IntervalsResponse, summary="Count many slices of one text"
+)
 def intervals(body: IntervalsRequest, ctx: Ctx) -> Response:
     """Exact counts of text[start:end] for many ranges, after one pass over the text."""
     enc = ctx.encoding(body.encoding)
@@ -81,7 +91,11 @@ def intervals(body: IntervalsRequest, ctx: Ctx) -> Response:
     n = len(body.text)
     for idx, (i, j) in enumerate(body.ranges):
         if not 0 <= i <= j <= n:
-            raise APIError(422, "invalid_range", f"ranges[{idx}] = [{i}, {j}] is not within 0 <= start <= end <= {n}")
+            raise APIError(
+                422,
+                "invalid_range",
+                f"ranges[{idx}] = [{i}, {j}] is not within 0 <= start <= end <= {n}",
+            )
     rec_bytes = utf8_len(body.text)
     with ctx.op("intervals", enc, rec_bytes) as rec:
         # the per-piece tables pay for their pass from about one range per 24 bytes of text on

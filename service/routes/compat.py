@@ -18,6 +18,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from service.deps import Ctx, reply, utf8_len
+from service.errors import decode_bytes
 from service.offsets import token_byte_offsets
 from service.schemas import (
     COMMON_ERRORS,
@@ -29,7 +30,6 @@ from service.schemas import (
     VllmTokenizeRequest,
     VllmTokenizeResponse,
 )
-from service.errors import decode_bytes
 
 router = APIRouter(tags=["compatibility"], responses=COMMON_ERRORS)
 
@@ -44,7 +44,9 @@ def _vllm_tokenize(body: VllmTokenizeRequest, ctx: Ctx) -> Response:
         ctx.check_max("tokens with strings", len(tokens), ctx.settings.max_offsets)
         strs = [enc.decode_bytes([t]).decode("utf-8", "replace") for t in tokens]
     return reply(
-        VllmTokenizeResponse(count=len(tokens), max_model_len=ctx.settings.max_tokens, tokens=tokens, token_strs=strs)
+        VllmTokenizeResponse(
+            count=len(tokens), max_model_len=ctx.settings.max_tokens, tokens=tokens, token_strs=strs
+        )
     )
 
 
@@ -61,7 +63,13 @@ def _tei_tokenize(body: TeiTokenizeRequest, ctx: Ctx) -> list[list[TeiToken]]:
         ctx.check_max("tokens", len(tokens), ctx.settings.max_offsets)
         out.append(
             [
-                TeiToken(id=t, text=raw.decode("utf-8", "replace"), special=t in special_ids, start=a, stop=b)
+                TeiToken(
+                    id=t,
+                    text=raw.decode("utf-8", "replace"),
+                    special=t in special_ids,
+                    start=a,
+                    stop=b,
+                )
                 for t, raw, a, b in token_byte_offsets(enc, tokens)
             ]
         )

@@ -28,7 +28,9 @@ from service.errors import error_body, error_response, not_found_encoding
 router = APIRouter(prefix="/v1", tags=["stream"])
 log = logging.getLogger("bpesvc")
 
-INLINE_BYTES = 16384  # frames up to this size are counted on the event loop; larger ones in a thread
+INLINE_BYTES = (
+    16384  # frames up to this size are counted on the event loop; larger ones in a thread
+)
 
 
 async def _refuse(ws: WebSocket, status: int, type: str, message: str) -> None:
@@ -63,9 +65,16 @@ async def stream(ws: WebSocket) -> None:
         if limit < 0:
             return await _refuse(ws, 422, "validation_error", "limit must be an integer >= 0")
         if limit > settings.max_tokens:
-            return await _refuse(ws, 422, "limit_exceeded", f"limit is {limit}, above the server limit of {settings.max_tokens}")
+            return await _refuse(
+                ws,
+                422,
+                "limit_exceeded",
+                f"limit is {limit}, above the server limit of {settings.max_tokens}",
+            )
     if len(state.streams) >= settings.max_streams:
-        return await _refuse(ws, 429, "too_many_streams", f"{settings.max_streams} streams already open")
+        return await _refuse(
+            ws, 429, "too_many_streams", f"{settings.max_streams} streams already open"
+        )
 
     await ws.accept()
     state.streams.add(ws)
@@ -98,7 +107,9 @@ async def stream(ws: WebSocket) -> None:
                 nbytes = len(data) if data.isascii() else len(data.encode("utf-8", "surrogatepass"))
             if total_bytes + nbytes > settings.max_stream_bytes:
                 close_code = 1009
-                body = error_body(413, "stream_too_large", f"stream exceeds {settings.max_stream_bytes} bytes")
+                body = error_body(
+                    413, "stream_too_large", f"stream exceeds {settings.max_stream_bytes} bytes"
+                )
                 await ws.send_text(json.dumps(body))
                 await ws.close(code=1009, reason="stream too large")
                 break
@@ -114,7 +125,9 @@ async def stream(ws: WebSocket) -> None:
                 await ws.send_text(json.dumps(error_body(400, "invalid_frame", str(e))))
                 await ws.close(code=1007, reason="invalid frame")
                 break
-            metrics.observe_op("stream", enc.name, nbytes, max(count - before, 0), time.perf_counter() - t)
+            metrics.observe_op(
+                "stream", enc.name, nbytes, max(count - before, 0), time.perf_counter() - t
+            )
             total_bytes += nbytes
             frames += 1
             await ws.send_text(
@@ -137,8 +150,13 @@ async def stream(ws: WebSocket) -> None:
             "stream",
             extra={
                 "fields": {
-                    "request_id": rid, "route": "/v1/stream", "encoding": enc.name, "frames": frames,
-                    "bytes": total_bytes, "tokens": count, "close_code": close_code,
+                    "request_id": rid,
+                    "route": "/v1/stream",
+                    "encoding": enc.name,
+                    "frames": frames,
+                    "bytes": total_bytes,
+                    "tokens": count,
+                    "close_code": close_code,
                     "latency_ms": round((time.perf_counter() - t0) * 1000, 3),
                 }
             },

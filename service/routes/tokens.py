@@ -59,12 +59,17 @@ def count_tokens(body: CountRequest, ctx: Context) -> bytes:
         # count_till_limit gives None for a text over the limit; the total is then unknown too.
         fits = None not in counts
         # CountResult's JSON, written here: a model per result and its serializer cost more than the count of 1 KB
-        results.append(b'{"encoding":%s,"count":%s,"counts":%s,"within_limit":%s}' % (
-            _name_json(enc.name),
-            b"%d" % sum(counts) if fits else b"null",
-            b"null" if body.texts is None else b"[" + b",".join(b"null" if c is None else b"%d" % c for c in counts) + b"]",
-            b"null" if limit is None else (b"true" if fits else b"false"),
-        ))
+        results.append(
+            b'{"encoding":%s,"count":%s,"counts":%s,"within_limit":%s}'
+            % (
+                _name_json(enc.name),
+                b"%d" % sum(counts) if fits else b"null",
+                b"null"
+                if body.texts is None
+                else b"[" + b",".join(b"null" if c is None else b"%d" % c for c in counts) + b"]",
+                b"null" if limit is None else (b"true" if fits else b"false"),
+            )
+        )
     # CountResponse: the first result's fields, then every result
     return results[0][:-1] + b',"results":[' + b",".join(results) + b"]}"
 
@@ -97,7 +102,9 @@ def encode_text(body: EncodeRequest, ctx: Context) -> EncodeResponse:
     offsets = None
     if body.return_offsets:
         ctx.check_max("tokens with offsets", len(tokens), ctx.settings.max_offsets)
-        offsets = [TokenOffset(id=i, text=t, start=a, end=b) for i, t, a, b in token_offsets(enc, tokens)]
+        offsets = [
+            TokenOffset(id=i, text=t, start=a, end=b) for i, t, a, b in token_offsets(enc, tokens)
+        ]
     return EncodeResponse(encoding=enc.name, count=len(tokens), tokens=tokens, offsets=offsets)
 
 
@@ -119,25 +126,35 @@ def decode(body: DecodeRequest, ctx: Ctx) -> Response:
     offsets = None
     if body.return_offsets:
         ctx.check_max("tokens with offsets", len(body.tokens), ctx.settings.max_offsets)
-        offsets = [TokenOffset(id=i, text=t, start=a, end=b) for i, t, a, b in token_offsets(enc, body.tokens)]
+        offsets = [
+            TokenOffset(id=i, text=t, start=a, end=b)
+            for i, t, a, b in token_offsets(enc, body.tokens)
+        ]
     return reply(
-        DecodeResponse(encoding=enc.name, count=len(body.tokens), text=raw.decode("utf-8", "replace"), offsets=offsets)
+        DecodeResponse(
+            encoding=enc.name,
+            count=len(body.tokens),
+            text=raw.decode("utf-8", "replace"),
+            offsets=offsets,
+        )
     )
 
 
 @router.get("/encodings", response_model=EncodingsResponse, summary="List encodings")
 def encodings(ctx: Ctx) -> Response:
     """The loaded encodings: name, vocabulary size, special tokens, pattern and vocab SHA-256."""
-    return reply(EncodingsResponse(
-        data=[
-            EncodingInfo(
-                name=enc.name,
-                n_vocab=enc.n_vocab,
-                special_tokens=dict(enc.special_tokens),
-                pattern=enc.pattern,
-                vocab_sha256=enc.vocab_sha256,
-                default=enc.name == ctx.settings.default_encoding,
-            )
-            for enc in ctx.encodings.values()
-        ]
-    ))
+    return reply(
+        EncodingsResponse(
+            data=[
+                EncodingInfo(
+                    name=enc.name,
+                    n_vocab=enc.n_vocab,
+                    special_tokens=dict(enc.special_tokens),
+                    pattern=enc.pattern,
+                    vocab_sha256=enc.vocab_sha256,
+                    default=enc.name == ctx.settings.default_encoding,
+                )
+                for enc in ctx.encodings.values()
+            ]
+        )
+    )

@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import bpecore
-from tests.conftest import CORPORA
 
 ENCODINGS = ["cl100k_base", "o200k_base"]
 
@@ -34,7 +33,9 @@ def test_buffer_equals_encode(name, corpus_name, corpus):
 def test_buffer_with_specials_and_surrogates():
     enc = bpecore.get_encoding("cl100k_base")
     text = "a<|endoftext|>b\ud800c"
-    assert enc.encode_to_buffer(text, allowed_special="all").tolist() == enc.encode(text, allowed_special="all")
+    assert enc.encode_to_buffer(text, allowed_special="all").tolist() == enc.encode(
+        text, allowed_special="all"
+    )
     assert enc.encode_to_buffer("").tolist() == []
     with pytest.raises(ValueError):
         enc.encode_to_buffer("<|endoftext|>")
@@ -61,7 +62,9 @@ def test_batch_equals_map(name, threads, corpus):
 def test_batch_special_handling():
     enc = bpecore.get_encoding("cl100k_base")
     texts = ["a<|endoftext|>b", "plain", "<|fim_prefix|>x"]
-    assert enc.encode_batch(texts, allowed_special="all") == [enc.encode(t, allowed_special="all") for t in texts]
+    assert enc.encode_batch(texts, allowed_special="all") == [
+        enc.encode(t, allowed_special="all") for t in texts
+    ]
     with pytest.raises(ValueError):
         enc.encode_batch(texts)
 
@@ -78,8 +81,13 @@ def test_piece_cache_long_text(corpus_name, corpus, tiktoken_encoding):
         assert enc.count(text) == len(expected)
 
 
-@given(words=st.lists(st.sampled_from(["naïve", "Straße", "東京都", "zKuX3yB6", "  ", "\n", "über", "aaaa"]),
-                      min_size=800, max_size=2000))
+@given(
+    words=st.lists(
+        st.sampled_from(["naïve", "Straße", "東京都", "zKuX3yB6", "  ", "\n", "über", "aaaa"]),
+        min_size=800,
+        max_size=2000,
+    )
+)
 def test_hyp_cached_pieces_match_tiktoken(words, tiktoken_encoding):
     text = " ".join(words)
     assert len(text.encode()) >= 4096  # long enough for the piece cache
@@ -105,12 +113,21 @@ def test_special_handling_matches_tiktoken_harmony(text, tiktoken_encoding):
     enc = bpecore.get_encoding("o200k_harmony")
     from tests.conftest import PATTERNS, shared_ranks
 
-    tk = tiktoken.Encoding("o200k_harmony", pat_str=PATTERNS["o200k_base"], mergeable_ranks=shared_ranks("o200k_base"),
-                           special_tokens=enc.special_tokens)
+    tk = tiktoken.Encoding(
+        "o200k_harmony",
+        pat_str=PATTERNS["o200k_base"],
+        mergeable_ranks=shared_ranks("o200k_base"),
+        special_tokens=enc.special_tokens,
+    )
     assert enc.encode(text, allowed_special="all") == tk.encode(text, allowed_special="all")
     assert enc.encode(text, disallowed_special=()) == tk.encode(text, disallowed_special=())
     some = {"<|endoftext|>", "<|message|>"}
-    for kwargs in [{}, {"allowed_special": some}, {"disallowed_special": {"<|end|>"}}, {"allowed_special": some, "disallowed_special": ()}]:
+    for kwargs in [
+        {},
+        {"allowed_special": some},
+        {"disallowed_special": {"<|end|>"}},
+        {"allowed_special": some, "disallowed_special": ()},
+    ]:
         try:
             expected = tk.encode(text, **kwargs)
         except ValueError:
@@ -139,14 +156,20 @@ def test_many_specials_found_in_one_scan():
 @pytest.mark.parametrize("name", ENCODINGS)
 def test_threads_share_one_encoder(name, corpus):
     enc = bpecore.get_encoding(name)
-    texts = [corpus(c)[i * 7000 : i * 7000 + 30_000] for c in ["english", "multilingual", "code"] for i in range(4)]
+    texts = [
+        corpus(c)[i * 7000 : i * 7000 + 30_000]
+        for c in ["english", "multilingual", "code"]
+        for i in range(4)
+    ]
     expected = [enc.encode_ordinary(t) for t in texts]
     errors: list[str] = []
 
     def work(k: int) -> None:
         for j in range(6):
             i = (k + j) % len(texts)
-            if enc.encode_ordinary(texts[i]) != expected[i] or enc.count(texts[i]) != len(expected[i]):
+            if enc.encode_ordinary(texts[i]) != expected[i] or enc.count(texts[i]) != len(
+                expected[i]
+            ):
                 errors.append(f"thread {k} text {i}")
             if enc.encode_to_buffer(texts[i]).tolist() != expected[i]:
                 errors.append(f"thread {k} buffer {i}")
@@ -170,9 +193,15 @@ def test_hyp_single_piece_paths(name, data, token_bytes, tiktoken_encoding):
     from bpecore import reference
     from tests.conftest import shared_ranks
 
-    units = data.draw(st.lists(st.sampled_from(_PIECE_UNITS + token_bytes(name)[:2000:7]), min_size=1, max_size=12))
+    units = data.draw(
+        st.lists(
+            st.sampled_from(_PIECE_UNITS + token_bytes(name)[:2000:7]), min_size=1, max_size=12
+        )
+    )
     reps = data.draw(st.integers(1, 40))
-    piece = (b"".join(u if isinstance(u, bytes) else u.encode() for u in units) * reps)[: data.draw(st.integers(1, 300))]
+    piece = (b"".join(u if isinstance(u, bytes) else u.encode() for u in units) * reps)[
+        : data.draw(st.integers(1, 300))
+    ]
     enc = bpecore.get_encoding(name)
     got = enc.encode_piece(piece)
     assert got == tiktoken_encoding(name)._encode_single_piece(piece)
@@ -181,7 +210,22 @@ def test_hyp_single_piece_paths(name, data, token_bytes, tiktoken_encoding):
 
 
 _WORD_PREFIXES = [b"", b" ", b"_", b"(", b"'", b"\t", b"A", b"z"]
-_WORD_PARTS = ["ing", "tion", "un", "pro", "pag", "ates", "ed", "s", "q", "x", "zz", "conspic", "uously", "re"]
+_WORD_PARTS = [
+    "ing",
+    "tion",
+    "un",
+    "pro",
+    "pag",
+    "ates",
+    "ed",
+    "s",
+    "q",
+    "x",
+    "zz",
+    "conspic",
+    "uously",
+    "re",
+]
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
@@ -194,8 +238,10 @@ def test_hyp_word_shaped_pieces(name, data, tiktoken_encoding):
 
     parts = data.draw(st.lists(st.sampled_from(_WORD_PARTS), min_size=1, max_size=6))
     word = "".join(parts)
-    word = data.draw(st.sampled_from([word, word.upper(), word.capitalize(), word.swapcase()])).encode()
-    piece = (data.draw(st.sampled_from(_WORD_PREFIXES)) + word)[:data.draw(st.integers(2, 18))]
+    word = data.draw(
+        st.sampled_from([word, word.upper(), word.capitalize(), word.swapcase()])
+    ).encode()
+    piece = (data.draw(st.sampled_from(_WORD_PREFIXES)) + word)[: data.draw(st.integers(2, 18))]
     got = bpecore.get_encoding(name).encode_piece(piece)
     assert got == tiktoken_encoding(name)._encode_single_piece(piece)
     assert got == reference.bpe_encode(_ranks(name, shared_ranks), piece)
@@ -265,7 +311,7 @@ def test_next_match_every_token_and_rare_bytes(name):
         assert v._next_match(b) == _longest_reachable_prefix(v, b), b
     text = "".join(chr(rng.randint(0x20000, 0x2A6DF)) for _ in range(3_000)).encode()
     for i in range(0, len(text) - 8):
-        assert v._next_match(text[i:i + 8]) == _longest_reachable_prefix(v, text[i:i + 8])
+        assert v._next_match(text[i : i + 8]) == _longest_reachable_prefix(v, text[i : i + 8])
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
@@ -273,9 +319,16 @@ def test_next_match_every_token_and_rare_bytes(name):
 def test_hyp_whitespace_pieces(name, data, tiktoken_encoding):
     # Pieces that start and end with ASCII whitespace take the loop with the pair memo and
     # spine_rejects (Performance notes, step 24), whatever their length.
-    units = data.draw(st.lists(st.sampled_from([" ", "\t", "\n", "\r", "\r\n", "  ", "x", "\u00a0", "-"]),
-                               min_size=1, max_size=6))
-    runs = data.draw(st.lists(st.tuples(st.sampled_from(units), st.integers(1, 150)), min_size=1, max_size=8))
+    units = data.draw(
+        st.lists(
+            st.sampled_from([" ", "\t", "\n", "\r", "\r\n", "  ", "x", "\u00a0", "-"]),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    runs = data.draw(
+        st.lists(st.tuples(st.sampled_from(units), st.integers(1, 150)), min_size=1, max_size=8)
+    )
     piece = "".join(u * k for u, k in runs).encode()
     if data.draw(st.booleans()):
         piece = b" " + piece + b"\n"

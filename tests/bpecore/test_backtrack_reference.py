@@ -30,14 +30,28 @@ def loop_of(piece: bytes) -> str:
         return "none"
 
     def word_shaped(p: bytes) -> bool:
-        return (p[0] < 0x80 and chr(p[1]).isascii() and chr(p[1]).isalpha()
-                and (p[2:].isascii() and p[2:].isalpha() and (p[2:].islower() or p[2:].isupper()) or not p[2:]))
+        return (
+            p[0] < 0x80
+            and chr(p[1]).isascii()
+            and chr(p[1]).isalpha()
+            and (
+                p[2:].isascii()
+                and p[2:].isalpha()
+                and (p[2:].islower() or p[2:].isupper())
+                or not p[2:]
+            )
+        )
 
     if 2 <= len(piece) <= SHORT_PIECE:
-        return "short_tokens_probed" if len(piece) <= PROBE_PIECE and word_shaped(piece) else "short_tokens"
+        return (
+            "short_tokens_probed"
+            if len(piece) <= PROBE_PIECE and word_shaped(piece)
+            else "short_tokens"
+        )
     spaces = b" \t\n\r"
     if (piece[0] in spaces and piece[-1] in spaces) or (
-            len(piece) > PAIR_MEMO and len(set(piece[:MEMO_SAMPLE])) <= MEMO_DISTINCT):
+        len(piece) > PAIR_MEMO and len(set(piece[:MEMO_SAMPLE])) <= MEMO_DISTINCT
+    ):
         return "backtrack_memo"
     return "backtrack_long"
 
@@ -75,12 +89,16 @@ def test_hyp_toy_vocab(piece):
     check("toy", piece)
 
 
-_WORD = st.tuples(st.sampled_from([b"", b" ", b"_", b"(", b"A"]),
-                  st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=15),
-                  st.sampled_from([bytes.lower, bytes.upper, bytes.capitalize]))
+_WORD = st.tuples(
+    st.sampled_from([b"", b" ", b"_", b"(", b"A"]),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=15),
+    st.sampled_from([bytes.lower, bytes.upper, bytes.capitalize]),
+)
 
 
-@given(_WORD.map(lambda w: (w[0] + w[2](w[1].encode()))[:PROBE_PIECE]).filter(lambda p: len(p) >= 2))
+@given(
+    _WORD.map(lambda w: (w[0] + w[2](w[1].encode()))[:PROBE_PIECE]).filter(lambda p: len(p) >= 2)
+)
 def test_hyp_word_shaped_pieces(piece):
     check("cl100k", piece)
 
@@ -98,12 +116,19 @@ def test_hyp_long_pieces(piece):
 _RUN_UNITS = [" ", "a", "0", "\n", "ab", " \t", "é", "中", "=", "\r\n"]
 
 
-@given(st.lists(st.sampled_from(_RUN_UNITS), min_size=1, max_size=3), st.integers(PAIR_MEMO // 2, 2 * PAIR_MEMO))
+@given(
+    st.lists(st.sampled_from(_RUN_UNITS), min_size=1, max_size=3),
+    st.integers(PAIR_MEMO // 2, 2 * PAIR_MEMO),
+)
 def test_hyp_repetitive_pieces(units, reps):
     check("cl100k", ("".join(units) * reps).encode()[: reps + 1])
 
 
-@given(st.text(alphabet=" \t\nab.", min_size=SHORT_PIECE, max_size=120).map(lambda t: (" " + t + " ").encode()))
+@given(
+    st.text(alphabet=" \t\nab.", min_size=SHORT_PIECE, max_size=120).map(
+        lambda t: (" " + t + " ").encode()
+    )
+)
 def test_hyp_whitespace_bounded_pieces(piece):
     check("cl100k", piece)
 
@@ -118,10 +143,21 @@ def test_corpus_slices(corpus_name):
         for _ in range(3):
             start = rnd.randrange(len(text) - length)
             seen.add(check("cl100k", text[start : start + length].encode()[: 3 * length]))
-    assert seen & {"short_tokens", "short_tokens_probed"} and seen & {"backtrack_long", "backtrack_memo"}, seen
+    assert seen & {"short_tokens", "short_tokens_probed"} and seen & {
+        "backtrack_long",
+        "backtrack_memo",
+    }, seen
 
 
 def test_every_loop_is_reached():
     # The generated shapes above do reach all four loops (not only the whole-piece lookup).
-    assert {loop_of(p) for p in (b" hello", b"a1b2c3", b"x" * 300, b" " + b"ab" * 40 + b" ",
-                                 bytes(range(65, 65 + 60)))} == set(LOOPS)
+    assert {
+        loop_of(p)
+        for p in (
+            b" hello",
+            b"a1b2c3",
+            b"x" * 300,
+            b" " + b"ab" * 40 + b" ",
+            bytes(range(65, 65 + 60)),
+        )
+    } == set(LOOPS)

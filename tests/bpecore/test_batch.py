@@ -20,18 +20,36 @@ THREADS = [1, 2, 3, 8, 64]
 def cl100k() -> bpecore.Encoding:
     return bpecore.get_encoding("cl100k_base")
 
+
 #: Texts the threads must treat exactly as encode_ordinary does: empty, every PEP 393 width, lone
 #: surrogates first / last / alone / next to wide characters, special-token strings as plain text.
 ODD_TEXTS = [
-    "", "a", " ", "\ud800", "x\ud800y", "\udfff tail", "head \ud83d", "é\udc00" * 50, "中文\ud800😀",
-    "café", "中文字符", "😀 emoji 😀", "mixed é 中 😀 \u0301", "<|endoftext|>", "  \n\t ", "a" * 5000,
+    "",
+    "a",
+    " ",
+    "\ud800",
+    "x\ud800y",
+    "\udfff tail",
+    "head \ud83d",
+    "é\udc00" * 50,
+    "中文\ud800😀",
+    "café",
+    "中文字符",
+    "😀 emoji 😀",
+    "mixed é 中 😀 \u0301",
+    "<|endoftext|>",
+    "  \n\t ",
+    "a" * 5000,
 ]
 
 
 def _mixed_texts(corpus, n: int = 240, seed: int = 7) -> list[str]:
     """Slices of 0..6,000 chars from the shared corpora (ASCII, non-ASCII, adversarial), plus ODD_TEXTS."""
     rng = random.Random(seed)
-    sources = [corpus(name)[:300_000] for name in ("english", "code", "multilingual", "adv_unicode", "adv_base64")]
+    sources = [
+        corpus(name)[:300_000]
+        for name in ("english", "code", "multilingual", "adv_unicode", "adv_base64")
+    ]
     texts = []
     for _ in range(n):
         source = rng.choice(sources)
@@ -73,7 +91,11 @@ def test_custom_pattern_and_patternless(name, corpus):
 def test_empty_and_degenerate_thread_counts(cl100k):
     texts = ["hello world", "", "héllo", "x\ud800"]
     expected = [cl100k.encode_ordinary(t) for t in texts]
-    assert cl100k.count_batch([]) == [] and cl100k.encode_batch([]) == [] and encode_batch(cl100k._core, [], 4) == []
+    assert (
+        cl100k.count_batch([]) == []
+        and cl100k.encode_batch([]) == []
+        and encode_batch(cl100k._core, [], 4) == []
+    )
     assert cl100k.encode_ordinary_batch(["", ""], num_threads=2) == [[], []]
     for threads in (0, -3, 1, len(texts), 1000):
         assert encode_batch(cl100k._core, texts, threads) == expected
@@ -86,7 +108,9 @@ def test_long_texts_and_growing_buffers(corpus):
     # Non-ASCII texts become UTF-8 in a per-thread buffer that grows; long texts use the piece cache.
     enc = bpecore.get_encoding("o200k_base")
     multi = corpus("multilingual")
-    texts = [multi[: 10 ** k] for k in range(1, 6)] + [multi[:100_000] + "\ud800"] + [multi[5:50]] * 20
+    texts = (
+        [multi[: 10**k] for k in range(1, 6)] + [multi[:100_000] + "\ud800"] + [multi[5:50]] * 20
+    )
     expected = [enc.encode_ordinary(t) for t in texts]
     for threads in (2, 4):
         assert encode_batch(enc._core, texts, threads) == expected
@@ -138,24 +162,47 @@ def test_concurrent_batches_share_one_encoder(corpus):
 @pytest.mark.parametrize("threads", [1, 3])
 def test_special_tokens_in_batches(cl100k, threads):
     texts = [
-        "a<|endoftext|>b", "plain", "<|fim_prefix|>x", "<|endoftext|>", "<|endoftext|><|endoftext|>",
-        "x<|fim_middle|>y<|fim_suffix|>z", "no special\ud800 here", "", "tail<|endofprompt|>", "<|notspecial|>",
+        "a<|endoftext|>b",
+        "plain",
+        "<|fim_prefix|>x",
+        "<|endoftext|>",
+        "<|endoftext|><|endoftext|>",
+        "x<|fim_middle|>y<|fim_suffix|>z",
+        "no special\ud800 here",
+        "",
+        "tail<|endofprompt|>",
+        "<|notspecial|>",
     ] * 3
     for allowed in ("all", {"<|endoftext|>"}, {"<|fim_prefix|>", "<|fim_middle|>"}):
         expected = [cl100k.encode(t, allowed_special=allowed, disallowed_special=()) for t in texts]
-        assert cl100k.encode_batch(texts, num_threads=threads, allowed_special=allowed, disallowed_special=()) == expected
+        assert (
+            cl100k.encode_batch(
+                texts, num_threads=threads, allowed_special=allowed, disallowed_special=()
+            )
+            == expected
+        )
     expected = [cl100k.encode(t, allowed_special="all") for t in texts]
     assert cl100k.encode_batch(texts, num_threads=threads, allowed_special="all") == expected
     with pytest.raises(ValueError, match="fim_prefix"):
         cl100k.encode_batch(texts, num_threads=threads, allowed_special={"<|endoftext|>"})
-    with pytest.raises(ValueError, match="notspecial"):  # a disallowed string that is no special token
-        cl100k.encode_batch(texts, num_threads=threads, allowed_special="all", disallowed_special={"<|notspecial|>"})
+    with pytest.raises(
+        ValueError, match="notspecial"
+    ):  # a disallowed string that is no special token
+        cl100k.encode_batch(
+            texts, num_threads=threads, allowed_special="all", disallowed_special={"<|notspecial|>"}
+        )
     plain = ["plain", "text"]
     assert cl100k.encode_batch(plain, num_threads=threads) == [cl100k.encode(t) for t in plain]
 
 
-@given(st.lists(st.text(max_size=60) | st.text(st.sampled_from(ADVERSARIAL_CHARS + ["\ud800"]), max_size=80), max_size=30),
-       st.integers(1, 5))
+@given(
+    st.lists(
+        st.text(max_size=60)
+        | st.text(st.sampled_from(ADVERSARIAL_CHARS + ["\ud800"]), max_size=80),
+        max_size=30,
+    ),
+    st.integers(1, 5),
+)
 def test_hyp_batch_equals_map(texts, threads):
     for name in ("cl100k_base", "o200k_base"):
         enc = bpecore.get_encoding(name)

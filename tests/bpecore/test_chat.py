@@ -9,16 +9,34 @@ from bpecore.chat import count_messages
 
 # The cookbook's example request ("How to count tokens with tiktoken", section 6).
 EXAMPLE = [
-    {"role": "system", "content": "You are a helpful, pattern-following assistant that translates corporate jargon into plain English."},
-    {"role": "system", "name": "example_user", "content": "New synergies will help drive top-line growth."},
-    {"role": "system", "name": "example_assistant", "content": "Things working well together will increase revenue."},
+    {
+        "role": "system",
+        "content": "You are a helpful, pattern-following assistant that translates corporate jargon into plain English.",
+    },
+    {
+        "role": "system",
+        "name": "example_user",
+        "content": "New synergies will help drive top-line growth.",
+    },
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Things working well together will increase revenue.",
+    },
     {
         "role": "system",
         "name": "example_user",
         "content": "Let's circle back when we have more bandwidth to touch base on opportunities for increased leverage.",
     },
-    {"role": "system", "name": "example_assistant", "content": "Let's talk later when we're less busy about how to do better."},
-    {"role": "user", "content": "This late pivot means we don't have time to boil the ocean for the client deliverable."},
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Let's talk later when we're less busy about how to do better.",
+    },
+    {
+        "role": "user",
+        "content": "This late pivot means we don't have time to boil the ocean for the client deliverable.",
+    },
 ]
 
 # Section 7: one tool, two messages.
@@ -31,7 +49,10 @@ TOOLS = [
             "parameters": {
                 "type": "object",
                 "properties": {
-                    "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
+                    "location": {
+                        "type": "string",
+                        "description": "The city and state, e.g. San Francisco, CA",
+                    },
                     "unit": {
                         "type": "string",
                         "description": "The unit of temperature to return",
@@ -44,7 +65,10 @@ TOOLS = [
     }
 ]
 TOOL_MESSAGES = [
-    {"role": "system", "content": "You are a helpful assistant that can answer to questions about the weather."},
+    {
+        "role": "system",
+        "content": "You are a helpful assistant that can answer to questions about the weather.",
+    },
     {"role": "user", "content": "What's the weather like in San Francisco?"},
 ]
 
@@ -68,14 +92,19 @@ def test_cookbook_messages(model, expected):
     assert count_messages(EXAMPLE, model=model) == expected
 
 
-@pytest.mark.parametrize("model,expected", [("gpt-3.5-turbo", 105), ("gpt-4", 105), ("gpt-4o", 101), ("gpt-4o-mini", 101)])
+@pytest.mark.parametrize(
+    "model,expected",
+    [("gpt-3.5-turbo", 105), ("gpt-4", 105), ("gpt-4o", 101), ("gpt-4o-mini", 101)],
+)
 def test_cookbook_tools(model, expected):
     assert count_messages(TOOL_MESSAGES, model=model, tools=TOOLS) == expected
 
 
 def test_bare_function_definitions_count_like_tools():
     functions = [t["function"] for t in TOOLS]
-    assert count_messages(TOOL_MESSAGES, "gpt-4o", tools=functions) == count_messages(TOOL_MESSAGES, "gpt-4o", tools=TOOLS)
+    assert count_messages(TOOL_MESSAGES, "gpt-4o", tools=functions) == count_messages(
+        TOOL_MESSAGES, "gpt-4o", tools=TOOLS
+    )
 
 
 @pytest.mark.parametrize(
@@ -114,7 +143,10 @@ def test_structure_per_model(model, encoding):
 def test_structure_0301_name_replaces_role():
     enc = bpecore.get_encoding("cl100k_base")
     msgs = [{"role": "user", "name": "bob", "content": "hi"}]
-    assert count_messages(msgs, "gpt-3.5-turbo-0301") == 4 + enc.count("user") + enc.count("bob") - 1 + enc.count("hi") + 3
+    assert (
+        count_messages(msgs, "gpt-3.5-turbo-0301")
+        == 4 + enc.count("user") + enc.count("bob") - 1 + enc.count("hi") + 3
+    )
 
 
 def test_agrees_with_tiktoken_rule():
@@ -125,15 +157,26 @@ def test_agrees_with_tiktoken_rule():
         mergeable_ranks=bpecore.get_encoding("o200k_base").mergeable_ranks,
         special_tokens={},
     )
-    expected = sum(3 + sum(len(enc.encode_ordinary(v)) + (k == "name") for k, v in m.items()) for m in EXAMPLE) + 3
+    expected = (
+        sum(
+            3 + sum(len(enc.encode_ordinary(v)) + (k == "name") for k, v in m.items())
+            for m in EXAMPLE
+        )
+        + 3
+    )
     assert count_messages(EXAMPLE, "gpt-4o") == expected
 
 
 def test_content_parts_and_none():
     parts = [{"type": "text", "text": "Hello"}, {"type": "text", "text": " world"}]
     enc = bpecore.get_encoding("o200k_base")
-    assert count_messages([{"role": "user", "content": parts}]) == 3 + enc.count("user") + enc.count("Hello") + enc.count(" world") + 3
-    assert count_messages([{"role": "assistant", "content": None}]) == 3 + enc.count("assistant") + 3
+    assert (
+        count_messages([{"role": "user", "content": parts}])
+        == 3 + enc.count("user") + enc.count("Hello") + enc.count(" world") + 3
+    )
+    assert (
+        count_messages([{"role": "assistant", "content": None}]) == 3 + enc.count("assistant") + 3
+    )
 
 
 def test_special_token_text_counts_as_plain_text():

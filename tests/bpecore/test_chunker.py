@@ -19,7 +19,9 @@ from ..conftest import ADVERSARIAL_CHARS, CORPORA
 LIMITS = [1, 4, 16, 128, 512, 2048, 8192]
 
 
-def check_chunks(enc, text: str, chunks: list[Chunk], max_tokens: int, *, trim: bool = True, overlap: int = 0):
+def check_chunks(
+    enc, text: str, chunks: list[Chunk], max_tokens: int, *, trim: bool = True, overlap: int = 0
+):
     """Assert the contract of DESIGN.md "Chunking" on one result."""
     for c in chunks:
         assert text[c.start : c.end] == c.text
@@ -77,7 +79,9 @@ def test_empty_and_blank(cl100k):
     assert [(c.start, c.end) for c in blank] == [(0, 4)]
 
 
-@pytest.mark.parametrize("kw", [dict(max_tokens=0), dict(max_tokens=5, overlap=5), dict(max_tokens=5, overlap=-1)])
+@pytest.mark.parametrize(
+    "kw", [dict(max_tokens=0), dict(max_tokens=5, overlap=5), dict(max_tokens=5, overlap=-1)]
+)
 def test_bad_arguments(cl100k, kw):
     with pytest.raises(ValueError):
         chunk("some text", cl100k, **kw)
@@ -154,7 +158,15 @@ def test_one_megabyte_word(cl100k):
 
 def test_minified_json_cuts_at_punctuation(cl100k):
     rng = random.Random(3)
-    data = [{"id": i, "name": f"item{i}", "tags": [rng.choice("abc") for _ in range(3)], "v": rng.random()} for i in range(800)]
+    data = [
+        {
+            "id": i,
+            "name": f"item{i}",
+            "tags": [rng.choice("abc") for _ in range(3)],
+            "v": rng.random(),
+        }
+        for i in range(800)
+    ]
     text = json.dumps(data, separators=(",", ":"))
     chunks = chunk(text, cl100k, 64)
     check_chunks(cl100k, text, chunks, 64)
@@ -187,7 +199,9 @@ def test_emoji_and_combining_marks_stay_whole(cl100k):
         chunks = chunk(text, cl100k, max_tokens)
         check_chunks(cl100k, text, chunks, max_tokens)
         for c in chunks[:-1]:
-            assert text[c.end] != "\u0301" and text[c.end - 1] != "\u200d" and text[c.end] != "\u200d"
+            assert (
+                text[c.end] != "\u0301" and text[c.end - 1] != "\u200d" and text[c.end] != "\u200d"
+            )
 
 
 def test_repeated_char_chunks_are_maximal(cl100k):
@@ -281,13 +295,22 @@ def runs(chars: list[str]) -> st.SearchStrategy[str]:
     )
 
 
-EMOJI = ["\U0001f600", "\U0001f468\u200d\U0001f469\u200d\U0001f467", "\U0001f1eb\U0001f1f7", "\u2764\ufe0f", "\U0001f44d\U0001f3fd"]
+EMOJI = [
+    "\U0001f600",
+    "\U0001f468\u200d\U0001f469\u200d\U0001f467",
+    "\U0001f1eb\U0001f1f7",
+    "\u2764\ufe0f",
+    "\U0001f44d\U0001f3fd",
+]
 TEXTS = st.one_of(
     st.text(max_size=400),
     runs(ADVERSARIAL_CHARS),
     st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF), max_size=300),
     st.lists(st.sampled_from(EMOJI + [" ", "a", "\n"]), max_size=150).map("".join),
-    st.lists(st.sampled_from(["word", " ", ". ", "\n", "\n\n", "。", "# h\n", "e\u0301", "{\"k\":1},"]), max_size=200).map("".join),
+    st.lists(
+        st.sampled_from(["word", " ", ". ", "\n", "\n\n", "。", "# h\n", "e\u0301", '{"k":1},']),
+        max_size=200,
+    ).map("".join),
 )
 
 
@@ -332,7 +355,12 @@ def test_farthest_end_and_nearest_start_agree_with_split_at(corpus, encoding_nam
 
 
 def test_markdown_heading_stays_with_its_text(cl100k):
-    text = "# A\n\nintro text here.\n\n## B\n\n" + "word " * 200 + "\n\n## C\n\nshort.\n\nSetext\n======\n\nbody " + "x " * 300
+    text = (
+        "# A\n\nintro text here.\n\n## B\n\n"
+        + "word " * 200
+        + "\n\n## C\n\nshort.\n\nSetext\n======\n\nbody "
+        + "x " * 300
+    )
     chunks = chunk(text, cl100k, 150, markdown=True)
     check_chunks(cl100k, text, chunks, 150)
     assert [c.text for c in chunks[:1]] == ["# A\n\nintro text here."]
@@ -345,7 +373,9 @@ def test_markdown_heading_stays_with_its_text(cl100k):
 _REV = regex.REVERSE | regex.VERSION1
 _PARAGRAPH_RE = regex.compile(r"\n[[\s\x1c-\x1f]--\n]*\n", _REV)
 _LINE_RE = regex.compile(r"\n", _REV)
-NEWLINE_TEXTS = st.lists(st.sampled_from(["\n", "\n", " ", "\t", "\r", "\x1c", "\u3000", "a", "b c"]), max_size=60).map("".join)
+NEWLINE_TEXTS = st.lists(
+    st.sampled_from(["\n", "\n", " ", "\t", "\r", "\x1c", "\u3000", "a", "b c"]), max_size=60
+).map("".join)
 
 
 def reference_best_end(state, s: int, min_end: int):
@@ -389,20 +419,33 @@ def test_newline_candidates_on_corpora(corpus):
 
 def test_no_cut_fast_path_bounds():
     """No code point below the fast path's bounds is one that a cut must not go before or after."""
-    from bpecore.chunker import _FIRST_NO_CUT_AFTER, _FIRST_NO_CUT_BEFORE, _NO_CUT_AFTER, _NO_CUT_BEFORE
+    from bpecore.chunker import (
+        _FIRST_NO_CUT_AFTER,
+        _FIRST_NO_CUT_BEFORE,
+        _NO_CUT_AFTER,
+        _NO_CUT_BEFORE,
+    )
 
     assert not any(_NO_CUT_BEFORE.match(chr(c)) for c in range(ord(_FIRST_NO_CUT_BEFORE)))
     assert not any(_NO_CUT_AFTER.match(chr(c)) for c in range(ord(_FIRST_NO_CUT_AFTER)))
 
 
-@given(text=TEXTS | NEWLINE_TEXTS.map(lambda t: t * 8), max_tokens=st.sampled_from([1, 2, 4, 8, 16]), trim=st.booleans(), markdown=st.booleans())
+@given(
+    text=TEXTS | NEWLINE_TEXTS.map(lambda t: t * 8),
+    max_tokens=st.sampled_from([1, 2, 4, 8, 16]),
+    trim=st.booleans(),
+    markdown=st.booleans(),
+)
 def test_hyp_best_end_equals_its_definition(cl100k, text, max_tokens, trim, markdown):
     from bpecore.chunker import _Chunker
 
     state = _Chunker(cl100k, text, max_tokens, 0, trim, markdown)
     for s in range(0, len(text), max(1, len(text) // 40)):
         for min_end in (s, s + 1):
-            assert state._best_end(s, min_end) == reference_best_end(state, s, min_end), (s, min_end)
+            assert state._best_end(s, min_end) == reference_best_end(state, s, min_end), (
+                s,
+                min_end,
+            )
 
 
 @pytest.mark.parametrize("max_tokens", [16, 128, 512])
@@ -414,4 +457,6 @@ def test_best_end_equals_its_definition_on_corpora(corpus, cl100k, max_tokens):
         for trim in (True, False):
             state = _Chunker(cl100k, text, max_tokens, 0, trim, False)
             for c in chunk(text, cl100k, max_tokens, trim=trim)[:60]:
-                assert state._best_end(c.start, c.start) == reference_best_end(state, c.start, c.start)
+                assert state._best_end(c.start, c.start) == reference_best_end(
+                    state, c.start, c.start
+                )

@@ -34,7 +34,10 @@ def test_attributes(cl100k):
     [
         ("hi <|endoftext|> there", {"allowed_special": "all"}),
         ("hi <|endoftext|> there", {"disallowed_special": ()}),
-        ("<|fim_prefix|>a<|fim_suffix|>b<|endoftext|>", {"allowed_special": {"<|fim_prefix|>", "<|endoftext|>"}, "disallowed_special": ()}),
+        (
+            "<|fim_prefix|>a<|fim_suffix|>b<|endoftext|>",
+            {"allowed_special": {"<|fim_prefix|>", "<|endoftext|>"}, "disallowed_special": ()},
+        ),
         ("<|endoftext|><|endoftext|>", {"allowed_special": {"<|endoftext|>"}}),
         ("no specials here", {}),
     ],
@@ -84,7 +87,9 @@ def test_decode_errors_and_specials(cl100k):
     for bad in (100256, 100277, -1, 2**40):
         with pytest.raises(ValueError, match="not in this vocabulary"):
             cl100k.decode([bad])
-    assert cl100k.decode([9468, 246]) == "\ufffd\ufffd" or isinstance(cl100k.decode([9468, 246]), str)
+    assert cl100k.decode([9468, 246]) == "\ufffd\ufffd" or isinstance(
+        cl100k.decode([9468, 246]), str
+    )
 
 
 def test_single_token_helpers(cl100k):

@@ -18,7 +18,9 @@ ENCODINGS = ["cl100k_base", "o200k_base"]
 def test_corpus_matches_tiktoken(name, corpus_name, corpus, tiktoken_encoding):
     text = corpus(corpus_name)
     if name == "o200k_base" and corpus_name == "adv_whitespace":
-        text = text[:200_000]  # tiktoken's o200k panics on the full run of whitespace (its bug, not ours)
+        text = text[
+            :200_000
+        ]  # tiktoken's o200k panics on the full run of whitespace (its bug, not ours)
     expected = tiktoken_encoding(name).encode_ordinary(text)
     enc = bpecore.get_encoding(name)
     assert enc.encode_ordinary(text) == expected
@@ -29,8 +31,16 @@ def test_corpus_matches_tiktoken(name, corpus_name, corpus, tiktoken_encoding):
 def test_golden_ids(name):
     enc = bpecore.get_encoding(name)
     golden = {
-        "cl100k_base": {"hello world": [15339, 1917], "Hello, World!": [9906, 11, 4435, 0], " ": [220]},
-        "o200k_base": {"hello world": [24912, 2375], "Hello, World!": [13225, 11, 5922, 0], " ": [220]},
+        "cl100k_base": {
+            "hello world": [15339, 1917],
+            "Hello, World!": [9906, 11, 4435, 0],
+            " ": [220],
+        },
+        "o200k_base": {
+            "hello world": [24912, 2375],
+            "Hello, World!": [13225, 11, 5922, 0],
+            " ": [220],
+        },
     }[name]
     for text, ids in golden.items():
         assert enc.encode(text) == ids
@@ -41,7 +51,28 @@ def test_pinned_hard_input():
     enc = bpecore.get_encoding("cl100k_base")
     assert enc.encode("a" * 20) == [70540, 70540, 29558]
     assert enc.encode("zKuX3yB6wQ9aTlmN0pR+/Ee7") == [
-        89, 42, 84, 55, 18, 88, 33, 21, 86, 48, 24, 64, 51, 18244, 45, 15, 79, 49, 41731, 36, 68, 22
+        89,
+        42,
+        84,
+        55,
+        18,
+        88,
+        33,
+        21,
+        86,
+        48,
+        24,
+        64,
+        51,
+        18244,
+        45,
+        15,
+        79,
+        49,
+        41731,
+        36,
+        68,
+        22,
     ]
 
 
@@ -51,11 +82,20 @@ def test_unicode_17_additions_cut_like_tiktoken(name, cp, tiktoken_encoding):
     # Found by hypothesis in CI: tiktoken's regex knows Unicode 16, where these code points are
     # not letters; tables measured from a Unicode 17 `regex` made "X/A" cut as "X", "/A".
     text = chr(cp) + "/A"
-    assert bpecore.get_encoding(name).encode_ordinary(text) == tiktoken_encoding(name).encode_ordinary(text)
+    assert bpecore.get_encoding(name).encode_ordinary(text) == tiktoken_encoding(
+        name
+    ).encode_ordinary(text)
 
 
 def test_pinned_unicode_17_case():
-    assert bpecore.get_encoding("cl100k_base").encode_ordinary("\U00018D09/A") == [172, 246, 112, 231, 14, 32]
+    assert bpecore.get_encoding("cl100k_base").encode_ordinary("\U00018d09/A") == [
+        172,
+        246,
+        112,
+        231,
+        14,
+        32,
+    ]
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
@@ -73,13 +113,17 @@ def test_hyp_text_matches_tiktoken_and_reference(name, text, tiktoken_encoding):
 def test_hyp_token_concatenation_matches_reference(name, data, token_bytes):
     text = data.draw(token_concatenation(token_bytes(name)))
     ranks = _ranks(name)
-    assert bpecore.get_encoding(name).encode_ordinary(text) == reference.encode_ordinary(ranks, PATTERNS[name], text)
+    assert bpecore.get_encoding(name).encode_ordinary(text) == reference.encode_ordinary(
+        ranks, PATTERNS[name], text
+    )
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
 @given(text=st.lists(st.sampled_from(ADVERSARIAL_CHARS), max_size=200).map("".join))
 def test_hyp_adversarial_alphabet_matches_reference(name, text):
-    assert bpecore.get_encoding(name).encode_ordinary(text) == reference.encode_ordinary(_ranks(name), PATTERNS[name], text)
+    assert bpecore.get_encoding(name).encode_ordinary(text) == reference.encode_ordinary(
+        _ranks(name), PATTERNS[name], text
+    )
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
@@ -89,10 +133,14 @@ def test_hyp_single_piece_matches_reference(name, data):
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
-@pytest.mark.parametrize("char,n", [("a", 5000), (" ", 5000), ("0", 999), ("\n", 3000), ("ab", 2500)])
+@pytest.mark.parametrize(
+    "char,n", [("a", 5000), (" ", 5000), ("0", 999), ("\n", 3000), ("ab", 2500)]
+)
 def test_repetitive_matches_tiktoken(name, char, n, tiktoken_encoding):
     text = char * n
-    assert bpecore.get_encoding(name).encode_ordinary(text) == tiktoken_encoding(name).encode_ordinary(text)
+    assert bpecore.get_encoding(name).encode_ordinary(text) == tiktoken_encoding(
+        name
+    ).encode_ordinary(text)
 
 
 _RANKS: dict[str, dict[bytes, int]] = {}
@@ -123,10 +171,10 @@ def test_long_non_ascii_texts_match_tiktoken(name, kind, tiktoken_encoding):
     text = LONG_TEXTS[kind]
     assert len(text) >= 65536 and not text.isascii()
     enc = bpecore.get_encoding(name)
-    fresh = "".join([text[:7], text[7:]])   # a new str whose UTF-8 nobody has asked for yet
+    fresh = "".join([text[:7], text[7:]])  # a new str whose UTF-8 nobody has asked for yet
     fresh_ids = enc.encode_ordinary(fresh)
     fresh_count = enc.count("".join([text[:7], text[7:]]))
-    expected = tiktoken_encoding(name).encode_ordinary(text)   # leaves text's UTF-8 cached in it
+    expected = tiktoken_encoding(name).encode_ordinary(text)  # leaves text's UTF-8 cached in it
     assert fresh_ids == expected and fresh_count == len(expected)
     assert enc.encode_ordinary(text) == expected
     assert list(enc.encode_to_buffer(text)) == expected

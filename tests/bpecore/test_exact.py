@@ -144,9 +144,13 @@ def test_count_till_limit_on_corpora(name, corpus_name, corpus):
         assert enc.count_till_limit(text, limit) == (total if total <= limit else None)
 
 
-alphabet_text = st.lists(st.sampled_from(ADVERSARIAL_CHARS + ["ab", "cbb", "Hello", "don't", "'S", "123456", "  \n"]),
-                         max_size=60).map("".join)
-texts = st.one_of(st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=80), alphabet_text)
+alphabet_text = st.lists(
+    st.sampled_from(ADVERSARIAL_CHARS + ["ab", "cbb", "Hello", "don't", "'S", "123456", "  \n"]),
+    max_size=60,
+).map("".join)
+texts = st.one_of(
+    st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=80), alphabet_text
+)
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -206,9 +210,53 @@ def test_hyp_appending_characters_equals_count(name, text):
 #: The characters that decide the patterns' cuts: letters of every case class (Lu Ll Lt Lm Lo),
 #: marks, digits, apostrophes and contraction letters, whitespace with CR/LF, punctuation, and
 #: runs that reach the memo's 16-byte limit.
-PATTERN_CHARS = ["a", "e", "s", "t", "d", "m", "l", "r", "v", "A", "S", "Z", "é", "É", "ǅ", "ʰ", "中", "ק",
-                 "\u0301", "0", "7", "٣", "'", "’", " ", " ", " ", "\t", "\n", "\r", "\x0b", "\x1c",
-                 "\u00a0", "\u3000", ".", ",", "!", "(", "/", "-", "_", "😀", "hello", "World", "abcdefghijklmno"]
+PATTERN_CHARS = [
+    "a",
+    "e",
+    "s",
+    "t",
+    "d",
+    "m",
+    "l",
+    "r",
+    "v",
+    "A",
+    "S",
+    "Z",
+    "é",
+    "É",
+    "ǅ",
+    "ʰ",
+    "中",
+    "ק",
+    "\u0301",
+    "0",
+    "7",
+    "٣",
+    "'",
+    "’",
+    " ",
+    " ",
+    " ",
+    "\t",
+    "\n",
+    "\r",
+    "\x0b",
+    "\x1c",
+    "\u00a0",
+    "\u3000",
+    ".",
+    ",",
+    "!",
+    "(",
+    "/",
+    "-",
+    "_",
+    "😀",
+    "hello",
+    "World",
+    "abcdefghijklmno",
+]
 pattern_text = st.lists(st.sampled_from(PATTERN_CHARS), max_size=40).map("".join)
 
 
@@ -273,7 +321,11 @@ def test_custom_pattern_falls_back_exactly():
         check_split_end(enc, text, n)
         assert enc.count_till_limit(text, n) == (enc.count(text) if enc.count(text) <= n else None)
     ic = enc.interval_counter(text)
-    assert all(ic.count(i, j) == enc.count(text[i:j]) for i in range(len(text)) for j in range(i, len(text), 3))
+    assert all(
+        ic.count(i, j) == enc.count(text[i:j])
+        for i in range(len(text))
+        for j in range(i, len(text), 3)
+    )
     ac = enc.appendable_counter()
     for i, ch in enumerate(text):
         assert ac.push(ch) == enc.count(text[: i + 1])
@@ -283,8 +335,17 @@ def test_custom_pattern_falls_back_exactly():
 def test_long_runs_stream_linearly_and_exactly(name):
     # each of these used to re-cut the whole run per character somewhere (quadratic)
     enc = encoding(name)
-    for text in ("a" * 30_000, " " * 20_000, "Hello" + "x" * 20_000, "\n" * 5000 + "  " * 5000,
-                 "-" * 20_000, " =" + "=" * 20_000, "\n " * 10_000, "aB" * 10_000, "(" + "z" * 20_000):
+    for text in (
+        "a" * 30_000,
+        " " * 20_000,
+        "Hello" + "x" * 20_000,
+        "\n" * 5000 + "  " * 5000,
+        "-" * 20_000,
+        " =" + "=" * 20_000,
+        "\n " * 10_000,
+        "aB" * 10_000,
+        "(" + "z" * 20_000,
+    ):
         ac = enc.appendable_counter()
         for ch in text:
             ac.push(ch)
@@ -303,7 +364,9 @@ def _brute_split(enc, text, n):
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
-@pytest.mark.parametrize("text", [" \xa0don't", "\xa0don't", "  \n x", "ABCd'LL", "a\u0301\u0301b", "12345 6"])
+@pytest.mark.parametrize(
+    "text", [" \xa0don't", "\xa0don't", "  \n x", "ABCd'LL", "a\u0301\u0301b", "12345 6"]
+)
 def test_pinned_stream_cases(name, text):
     # " \xa0don't": a whitespace character of two bytes before a word once made a piece look stable
     enc = encoding(name)

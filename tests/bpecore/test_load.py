@@ -76,8 +76,14 @@ def _toy_hf(merge_form: str, pre_tokenizer=None) -> dict:
     b2u = bytes_to_unicode()
     vocab = {b2u[b]: b for b in range(256)}
     merges = []
-    splits = {b"ab": (b"a", b"b"), b"cb": (b"c", b"b"), b"ac": (b"a", b"c"), b"bb": (b"b", b"b"),
-              b"cbb": (b"cb", b"b"), b"acbb": (b"a", b"cbb")}
+    splits = {
+        b"ab": (b"a", b"b"),
+        b"cb": (b"c", b"b"),
+        b"ac": (b"a", b"c"),
+        b"bb": (b"b", b"b"),
+        b"cbb": (b"cb", b"b"),
+        b"acbb": (b"a", b"cbb"),
+    }
     for i, token in enumerate(TOY_MERGES):
         left, right = (("".join(b2u[x] for x in part)) for part in splits[token])
         vocab[left + right] = 256 + i
@@ -94,10 +100,18 @@ def _toy_hf(merge_form: str, pre_tokenizer=None) -> dict:
 @pytest.mark.parametrize("merge_form", ["string", "list"])
 def test_load_hf_toy(tmp_path, merge_form):
     path = tmp_path / "tokenizer.json"
-    pre = {"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": r"\S+|\s+"}, "behavior": "Isolated", "invert": False},
-        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False},
-    ]}
+    pre = {
+        "type": "Sequence",
+        "pretokenizers": [
+            {
+                "type": "Split",
+                "pattern": {"Regex": r"\S+|\s+"},
+                "behavior": "Isolated",
+                "invert": False,
+            },
+            {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False},
+        ],
+    }
     path.write_text(json.dumps(_toy_hf(merge_form, pre)))
     enc = bpecore.load_hf(path)
     assert enc.pattern == r"\S+|\s+"
@@ -116,10 +130,16 @@ def test_load_hf_bytelevel_uses_gpt2_pattern(tmp_path):
     "mutate,message",
     [
         (lambda d: d["model"].update(type="WordPiece"), "not BPE"),
-        (lambda d: d["model"]["merges"].append("zz qq"), "merges\\[6\\]: token 'zz' is not in the vocab"),
+        (
+            lambda d: d["model"]["merges"].append("zz qq"),
+            "merges\\[6\\]: token 'zz' is not in the vocab",
+        ),
         (lambda d: d["model"]["merges"].append("a"), "merges\\[6\\]: expected two tokens"),
         (lambda d: d["model"]["vocab"].pop("a"), "byte-level token 'a'"),
-        (lambda d: d.update(normalizer={"type": "Lowercase"}), "normalizer .Lowercase. is not supported"),
+        (
+            lambda d: d.update(normalizer={"type": "Lowercase"}),
+            "normalizer .Lowercase. is not supported",
+        ),
         (lambda d: d.update(pre_tokenizer={"type": "Whitespace"}), "pre-tokenizer 'Whitespace'"),
     ],
 )

@@ -14,13 +14,20 @@ from bpecore.backtrack import BacktrackEncoder
 from bpecore.interval import IntervalCounter
 
 TEXTS = ["hello world", "Ünïcödé ✓ text 12345", "def f(x):\n    return x  # ok\n", "", "a" * 3000]
-START_METHODS = [m for m in ("spawn", "fork", "forkserver") if m in multiprocessing.get_all_start_methods()]
+START_METHODS = [
+    m for m in ("spawn", "fork", "forkserver") if m in multiprocessing.get_all_start_methods()
+]
 
 
 @pytest.fixture(scope="module")
 def trained():
-    corpus = ["the quick brown fox jumps over the lazy dog. " * 20, "pack my box with five dozen liquor jugs! " * 20]
-    return bpecore.train(corpus, vocab_size=300, pattern="cl100k", special_tokens=["<|end|>"], workers=1, name="tiny")
+    corpus = [
+        "the quick brown fox jumps over the lazy dog. " * 20,
+        "pack my box with five dozen liquor jugs! " * 20,
+    ]
+    return bpecore.train(
+        corpus, vocab_size=300, pattern="cl100k", special_tokens=["<|end|>"], workers=1, name="tiny"
+    )
 
 
 @pytest.mark.parametrize("name", bpecore.list_encoding_names())
@@ -33,14 +40,23 @@ def test_shipped_encoding_pickles_by_name(name):
 
 
 def test_other_encodings_pickle_by_value(trained, toy_encoding):
-    own_cl100k = bpecore.Encoding("cl100k_base", bpecore.get_encoding("cl100k_base")._mergeable_ranks,
-                                  bpecore.get_encoding("cl100k_base").pattern, {"<|endoftext|>": 100257})
+    own_cl100k = bpecore.Encoding(
+        "cl100k_base",
+        bpecore.get_encoding("cl100k_base")._mergeable_ranks,
+        bpecore.get_encoding("cl100k_base").pattern,
+        {"<|endoftext|>": 100257},
+    )
     for enc in (trained, toy_encoding, own_cl100k):
         blob = pickle.dumps(enc)
         assert len(blob) > 1000
         for back in (pickle.loads(blob), copy.deepcopy(enc), copy.copy(enc)):
             assert back is not enc
-            assert (back.name, back.pattern, back.special_tokens, back.n_vocab) == (enc.name, enc.pattern, enc.special_tokens, enc.n_vocab)
+            assert (back.name, back.pattern, back.special_tokens, back.n_vocab) == (
+                enc.name,
+                enc.pattern,
+                enc.special_tokens,
+                enc.n_vocab,
+            )
             assert back._mergeable_ranks == enc._mergeable_ranks
             for text in TEXTS:
                 assert back.encode(text) == enc.encode(text)
@@ -52,12 +68,13 @@ def test_registered_encoding_pickles_by_value(trained, monkeypatch):
     # Registered in copies of the registry's tables, so that other tests do not see the name.
     monkeypatch.setattr(registry, "ENCODING_CONSTRUCTORS", dict(registry.ENCODING_CONSTRUCTORS))
     monkeypatch.setattr(registry, "_cache", dict(registry._cache))
-    enc = bpecore.Encoding("pickle_registered", trained._mergeable_ranks, trained.pattern, trained.special_tokens)
+    enc = bpecore.Encoding(
+        "pickle_registered", trained._mergeable_ranks, trained.pattern, trained.special_tokens
+    )
     bpecore.register_encoding(enc)
     assert bpecore.get_encoding("pickle_registered") is enc
     back = pickle.loads(pickle.dumps(enc))  # a new process would not know the name
     assert back is not enc and back.encode("the lazy fox") == enc.encode("the lazy fox")
-
 
 
 def test_shipped_encoding_replaced_by_registration_pickles_by_value(trained, monkeypatch):
@@ -67,11 +84,14 @@ def test_shipped_encoding_replaced_by_registration_pickles_by_value(trained, mon
     monkeypatch.setattr(registry, "_cache", dict(registry._cache))
     shipped = bpecore.get_encoding("gpt2")
     monkeypatch.setattr(shipped, "_reduce_as", shipped._reduce_as)  # restored after the test
-    other = bpecore.Encoding("gpt2", trained._mergeable_ranks, trained.pattern, trained.special_tokens)
+    other = bpecore.Encoding(
+        "gpt2", trained._mergeable_ranks, trained.pattern, trained.special_tokens
+    )
     bpecore.register_encoding(other)  # "gpt2" now names another encoding in this process
     back = pickle.loads(pickle.dumps(shipped))
     assert back is not other and back is not shipped
     assert back.encode("hello world") == shipped.encode("hello world")
+
 
 def _counters(enc: bpecore.Encoding):
     text = "Hello wörld, this is a counter test. 1234 "

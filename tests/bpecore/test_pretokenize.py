@@ -12,7 +12,7 @@ import gzip
 import mmap
 import random
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,13 @@ from hypothesis import strategies as st
 
 from bpecore import pretokenize
 from bpecore.pretokenize import (
-    CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN, _piece_ends_one_by_one, pattern_kind, piece_ends, split,
+    CL100K_PATTERN,
+    O200K_PATTERN,
+    R50K_PATTERN,
+    _piece_ends_one_by_one,
+    pattern_kind,
+    piece_ends,
+    split,
 )
 
 PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "r50k": R50K_PATTERN}
@@ -40,29 +46,67 @@ PROPERTIES = [r"\p{Lu}", r"\p{Ll}", r"\p{Lt}", r"\p{Lm}", r"\p{Lo}", r"\p{M}", r
 #: Characters that decide where the patterns cut: every letter category, marks, digits of other
 #: scripts and other N, apostrophes and contraction letters (U+017F folds to 's'), every \s
 #: character plus the isspace()-only \x1c-\x1f, punctuation, '/', emoji.
-ALPHABET = sorted(set(
-    "abcdefstlmvrAZSTLMVRDE"
-    "\u01c5\u01c8\u02b0\u02b1\u3005\u05d0\u4e2d\u0627\u00aa"   # Lt, Lm, Lo
-    "\u0301\u0300\u0903\u20dd"                                  # Mn, Mc, Me
-    "0123456789\u0661\uff11\u00b2\u2160\u00bd"                  # Nd, No, Nl
-    "'\u2019\u017f\u212a\u0130\u0131"
-    "\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"
-    ".,;:!?\"()-_/\\@#$%&*+=<>[]{}|~^`\u00a7\u2014"
-    "\U0001f600\U0001f44d\u200d\ufe0f"
-))
+ALPHABET = sorted(
+    set(
+        "abcdefstlmvrAZSTLMVRDE"
+        "\u01c5\u01c8\u02b0\u02b1\u3005\u05d0\u4e2d\u0627\u00aa"  # Lt, Lm, Lo
+        "\u0301\u0300\u0903\u20dd"  # Mn, Mc, Me
+        "0123456789\u0661\uff11\u00b2\u2160\u00bd"  # Nd, No, Nl
+        "'\u2019\u017f\u212a\u0130\u0131"
+        "\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"
+        '.,;:!?"()-_/\\@#$%&*+=<>[]{}|~^`\u00a7\u2014'
+        "\U0001f600\U0001f44d\u200d\ufe0f"
+    )
+)
 #: Multi-character runs that exercise the contractions and the o200k backtracking.
-CHUNKS = ["'s", "'S", "'t", "'T", "'ll", "'LL", "'lL", "'ve", "'VE", "'re", "'Re", "'d", "'D", "'m", "'M",
-          "'\u017f", "\u2019s", "\u0301A", "A\u0301", "\u02b0A", "A\u02b0", "\u01c5a", "Ab", "aB", " \n", "\r\n",
-          "\n\n", "  ", "123", "1234", " //", "\u00a0a", " 'll", "?\n/"]
+CHUNKS = [
+    "'s",
+    "'S",
+    "'t",
+    "'T",
+    "'ll",
+    "'LL",
+    "'lL",
+    "'ve",
+    "'VE",
+    "'re",
+    "'Re",
+    "'d",
+    "'D",
+    "'m",
+    "'M",
+    "'\u017f",
+    "\u2019s",
+    "\u0301A",
+    "A\u0301",
+    "\u02b0A",
+    "A\u02b0",
+    "\u01c5a",
+    "Ab",
+    "aB",
+    " \n",
+    "\r\n",
+    "\n\n",
+    "  ",
+    "123",
+    "1234",
+    " //",
+    "\u00a0a",
+    " 'll",
+    "?\n/",
+]
 
-decisive_text = st.lists(st.one_of(st.sampled_from(ALPHABET), st.sampled_from(CHUNKS)), max_size=60).map("".join)
+decisive_text = st.lists(
+    st.one_of(st.sampled_from(ALPHABET), st.sampled_from(CHUNKS)), max_size=60
+).map("".join)
 #: Runs of one character (the scanners test ASCII runs 8 bytes at a time and remember positions
 #: inside runs); tiktoken's "catastrophically repetitive" inputs are the extreme of this.
 run_text = st.lists(st.tuples(st.sampled_from(ALPHABET), st.integers(1, 20)), max_size=12).map(
-    lambda runs: "".join(ch * k for ch, k in runs))
+    lambda runs: "".join(ch * k for ch, k in runs)
+)
 
 
-@lru_cache(maxsize=None)
+@cache
 def read_corpus(name: str) -> str:
     return gzip.decompress((CORPORA_DIR / f"{name}.1mb.txt.gz").read_bytes()).decode("utf-8")
 
@@ -72,10 +116,13 @@ def assert_same_pieces(pattern: str, text: str) -> None:
     got = split(pattern, text)
     if got != expected:
         k = next(i for i, (a, b) in enumerate(zip(got + [None], expected + [None])) if a != b)
-        raise AssertionError(f"piece {k} differs: scanner {got[k - 2:k + 3]!r} regex {expected[k - 2:k + 3]!r}")
+        raise AssertionError(
+            f"piece {k} differs: scanner {got[k - 2 : k + 3]!r} regex {expected[k - 2 : k + 3]!r}"
+        )
 
 
 # --- pattern_kind -----------------------------------------------------------------------------
+
 
 def test_pattern_kind():
     assert pattern_kind(CL100K_PATTERN) == pretokenize_kind("cl100k")
@@ -110,6 +157,7 @@ def test_patterns_are_tiktokens(monkeypatch):
 
 # --- character tables ------------------------------------------------------------------------
 
+
 def test_flags_table_every_code_point():
     """Each flag of each code point equals what `regex` matches (surrogates: no flags)."""
     text = "".join(CODE_POINTS)
@@ -121,8 +169,10 @@ def test_flags_table_every_code_point():
     table, ascii_table = pretokenize._flags_table()
     if table != expected:
         bad = [c for c in range(0x110000) if table[c] != expected[c]]
-        raise AssertionError(f"{len(bad)} code points differ, first U+{bad[0]:04X}: "
-                             f"{table[bad[0]]:08b} != regex {expected[bad[0]]:08b}")
+        raise AssertionError(
+            f"{len(bad)} code points differ, first U+{bad[0]:04X}: "
+            f"{table[bad[0]]:08b} != regex {expected[bad[0]]:08b}"
+        )
     assert ascii_table == table[:128]
 
 
@@ -138,19 +188,24 @@ def test_ascii_classes_are_byte_ranges():
 def test_letter_is_union_of_cases():
     r"""\p{L} is Lu|Ll|Lt|Lm|Lo, which the scanners assume."""
     table, _ = pretokenize._flags_table()
-    letters = set(ord(ch) for m in regex.finditer(r"\p{L}+", "".join(CODE_POINTS)) for ch in m.group())
+    letters = set(
+        ord(ch) for m in regex.finditer(r"\p{L}+", "".join(CODE_POINTS)) for ch in m.group()
+    )
     assert {c for c in range(0x110000) if table[c] & 0x1F} == letters
 
 
 @pytest.mark.parametrize("letter", "sdmtlver'")
 def test_case_insensitive_contraction_letters(letter):
     """(?i:x) in `regex` matches only x, its ASCII other case, and U+017F for 's': what the scanner hardcodes."""
-    found = {m.group() for m in regex.finditer(f"(?i:{regex.escape(letter)})", "".join(CODE_POINTS))}
+    found = {
+        m.group() for m in regex.finditer(f"(?i:{regex.escape(letter)})", "".join(CODE_POINTS))
+    }
     expected = {letter, letter.upper()} | ({"\u017f"} if letter == "s" else set())
     assert found == expected
 
 
 # --- whole texts -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("corpus", CORPORA)
 @pytest.mark.parametrize("pattern", PATTERN_PARAMS)
@@ -158,10 +213,13 @@ def test_corpus_matches_regex(pattern, corpus):
     assert_same_pieces(pattern, read_corpus(corpus))
 
 
-@pytest.mark.parametrize("context", [
-    pytest.param(lambda c: f"'{c}a ", id="apostrophe-c-a"),
-    pytest.param(lambda c: f"a{c}A\n", id="lower-c-upper"),
-])
+@pytest.mark.parametrize(
+    "context",
+    [
+        pytest.param(lambda c: f"'{c}a ", id="apostrophe-c-a"),
+        pytest.param(lambda c: f"a{c}A\n", id="lower-c-upper"),
+    ],
+)
 @pytest.mark.parametrize("pattern", PATTERN_PARAMS)
 def test_every_code_point_in_context(pattern, context):
     """Every code point, each in the same small context, in one text."""
@@ -169,17 +227,99 @@ def test_every_code_point_in_context(pattern, context):
 
 
 HARD_CASES = [
-    "", " ", "\n", "a", "'", "''", "'s", "'S", "'\u017f", "'ll", "'lL", "'l", "'x", "'sa", "x's",
-    "\u0301AB.", "\u0301ab", "A\u0301B.", "AB\u02b0C", "\u02b0\u02b0", "\u01c5a", "ABc", "AbC", "a\u0301b",
-    " \u0301", " \u0301A", "x\u0301\u0301", "\u00a0Hello", "\tword", "\u2028x", "\u3000\u3000a",
-    "a  b", "a \n b", "a\n\n", "a  ", "a \n", "x\r\n\r\n  y", "  \n  ", "\x1c\x1d a", "\x85a", "\x85\x85a",
-    "\u0301" + "A" * 20 + ".", "'" + "A" * 9 + "\u02b0" + "A" * 9, "a" * 17 + "\u00e9" + "b" * 9, " " * 17 + "x",
-    " 12345", "\u0661\u0662\u0663\u0664", "\u00b2\u2160x", " ?!\n\n/x", "?/\n", " /\r\n", "a'LL've", "don't",
-    "I'm fine,  thanks!\n", "\U0001f600\U0001f600 \U0001f44d", "x \U0001f600", "\u00e9t\u00e9's",
+    "",
+    " ",
+    "\n",
+    "a",
+    "'",
+    "''",
+    "'s",
+    "'S",
+    "'\u017f",
+    "'ll",
+    "'lL",
+    "'l",
+    "'x",
+    "'sa",
+    "x's",
+    "\u0301AB.",
+    "\u0301ab",
+    "A\u0301B.",
+    "AB\u02b0C",
+    "\u02b0\u02b0",
+    "\u01c5a",
+    "ABc",
+    "AbC",
+    "a\u0301b",
+    " \u0301",
+    " \u0301A",
+    "x\u0301\u0301",
+    "\u00a0Hello",
+    "\tword",
+    "\u2028x",
+    "\u3000\u3000a",
+    "a  b",
+    "a \n b",
+    "a\n\n",
+    "a  ",
+    "a \n",
+    "x\r\n\r\n  y",
+    "  \n  ",
+    "\x1c\x1d a",
+    "\x85a",
+    "\x85\x85a",
+    "\u0301" + "A" * 20 + ".",
+    "'" + "A" * 9 + "\u02b0" + "A" * 9,
+    "a" * 17 + "\u00e9" + "b" * 9,
+    " " * 17 + "x",
+    " 12345",
+    "\u0661\u0662\u0663\u0664",
+    "\u00b2\u2160x",
+    " ?!\n\n/x",
+    "?/\n",
+    " /\r\n",
+    "a'LL've",
+    "don't",
+    "I'm fine,  thanks!\n",
+    "\U0001f600\U0001f600 \U0001f44d",
+    "x \U0001f600",
+    "\u00e9t\u00e9's",
     # the ASCII-word fast paths (cl100k_ascii_word, o200k_ascii_word) and their edges
-    "Ab", "A", " A", " a", "ab", " Ab", " AB", "ABc", " ABc", "xYz", "Ab'", "ab'S", "Ab's", " The's",
-    "'sup", " 'sup", "'Sup", "''a", "-Ab", "_ab", "1ab", " 1a", "\nAb", "\rab", "\r\nab", "\tAbc's",
-    "a\u00e9", " T\u00e9", " a\u0301", "Ab\u02b0c", " A\u01c5a", "\u00a0ab", ".a.", " a'", "x'",
+    "Ab",
+    "A",
+    " A",
+    " a",
+    "ab",
+    " Ab",
+    " AB",
+    "ABc",
+    " ABc",
+    "xYz",
+    "Ab'",
+    "ab'S",
+    "Ab's",
+    " The's",
+    "'sup",
+    " 'sup",
+    "'Sup",
+    "''a",
+    "-Ab",
+    "_ab",
+    "1ab",
+    " 1a",
+    "\nAb",
+    "\rab",
+    "\r\nab",
+    "\tAbc's",
+    "a\u00e9",
+    " T\u00e9",
+    " a\u0301",
+    "Ab\u02b0c",
+    " A\u01c5a",
+    "\u00a0ab",
+    ".a.",
+    " a'",
+    "x'",
 ]
 
 
@@ -216,12 +356,13 @@ def test_end_of_text_is_n():
 
 # --- Python entry points ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("pattern", PATTERN_PARAMS)
 def test_piece_ends_agree_with_split(pattern):
     text = "Größe: 12 345 \u00e9t\u00e9's \U0001f600!\n\n"
     ends = piece_ends(pattern, text.encode())
     lengths = [len(p.encode()) for p in split(pattern, text)]
-    assert ends == [sum(lengths[:i + 1]) for i in range(len(lengths))]
+    assert ends == [sum(lengths[: i + 1]) for i in range(len(lengths))]
     assert piece_ends(pattern_kind(pattern), text.encode()) == ends
 
 
@@ -251,8 +392,8 @@ def test_no_read_past_the_end():
     rnd = random.Random(0)
     for _ in range(2000):
         data = "".join(rnd.choice(ALPHABET + CHUNKS) for _ in range(rnd.randint(1, 12))).encode()
-        buf[page - len(data):page] = data
-        with memoryview(buf)[page - len(data):page] as view:
+        buf[page - len(data) : page] = data
+        with memoryview(buf)[page - len(data) : page] as view:
             for pattern in PATTERNS.values():
                 assert piece_ends(pattern, view)[-1] == len(data)
 
@@ -271,6 +412,7 @@ def test_batched_ends_equal_single(pattern, corpus):
 
 
 # --- generated text --------------------------------------------------------------------------
+
 
 def _many() -> settings:
     """Ten times the active profile's examples: one example costs microseconds."""

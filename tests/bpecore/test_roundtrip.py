@@ -16,12 +16,23 @@ SPECIALS = {"<|endoftext|>": 600, "<|pad|>": 601}
 @pytest.fixture(scope="module")
 def trained(corpus):
     text = corpus("english")
-    return bpecore.train([text[:200_000]], vocab_size=600, pattern="r50k", special_tokens=SPECIALS, workers=1, name="rt")
+    return bpecore.train(
+        [text[:200_000]],
+        vocab_size=600,
+        pattern="r50k",
+        special_tokens=SPECIALS,
+        workers=1,
+        name="rt",
+    )
 
 
 @pytest.fixture(scope="module")
 def held_out(corpus):
-    return corpus("english")[500_000:560_000] + corpus("code")[:20_000] + "<|endoftext|> the end <|pad|>"
+    return (
+        corpus("english")[500_000:560_000]
+        + corpus("code")[:20_000]
+        + "<|endoftext|> the end <|pad|>"
+    )
 
 
 @pytest.fixture()
@@ -32,7 +43,12 @@ def saved(trained, tmp_path):
 
 
 def same(a: bpecore.Encoding, b: bpecore.Encoding, text: str) -> None:
-    assert (a.name, a.pattern, a.special_tokens, a.n_vocab) == (b.name, b.pattern, b.special_tokens, b.n_vocab)
+    assert (a.name, a.pattern, a.special_tokens, a.n_vocab) == (
+        b.name,
+        b.pattern,
+        b.special_tokens,
+        b.n_vocab,
+    )
     assert a.encode(text, allowed_special="all") == b.encode(text, allowed_special="all")
     assert a.encode_ordinary(text) == b.encode_ordinary(text)
 
@@ -40,10 +56,14 @@ def same(a: bpecore.Encoding, b: bpecore.Encoding, text: str) -> None:
 def test_train_save_load_identical(trained, held_out, saved):
     rank_path, hf_path = saved
     assert trained.pattern == R50K_PATTERN
-    same(trained, bpecore.load_tiktoken(rank_path), held_out)  # the sidecar gives name, pattern, specials
+    same(
+        trained, bpecore.load_tiktoken(rank_path), held_out
+    )  # the sidecar gives name, pattern, specials
     same(trained, registry.load_saved(rank_path), held_out)
     from_hf = bpecore.load_hf(hf_path, name="rt")
-    assert from_hf.encode(held_out, allowed_special="all") == trained.encode(held_out, allowed_special="all")
+    assert from_hf.encode(held_out, allowed_special="all") == trained.encode(
+        held_out, allowed_special="all"
+    )
     assert from_hf.special_tokens == trained.special_tokens
 
 
@@ -53,9 +73,15 @@ def test_tiktoken_reads_what_was_saved(trained, held_out, saved):
 
     rank_path, _ = saved
     meta = json.loads(open(rank_path + ".json", encoding="utf-8").read())
-    ref = tiktoken.Encoding(meta["name"], pat_str=meta["pattern"], mergeable_ranks=load_tiktoken_bpe(rank_path),
-                            special_tokens=meta["special_tokens"])
-    assert ref.encode(held_out, allowed_special="all") == trained.encode(held_out, allowed_special="all")
+    ref = tiktoken.Encoding(
+        meta["name"],
+        pat_str=meta["pattern"],
+        mergeable_ranks=load_tiktoken_bpe(rank_path),
+        special_tokens=meta["special_tokens"],
+    )
+    assert ref.encode(held_out, allowed_special="all") == trained.encode(
+        held_out, allowed_special="all"
+    )
 
 
 def test_sidecar_rules(trained, saved, tmp_path):
@@ -79,7 +105,9 @@ def test_resolve_encoding(trained, held_out, saved, tmp_path):
     assert resolve_encoding("cl100k_base") is bpecore.get_encoding("cl100k_base")
     for spec in (rank_path, rank_path + ".json", hf_path, str(tmp_path)):
         enc = resolve_encoding(spec)
-        assert enc.encode(held_out, allowed_special="all") == trained.encode(held_out, allowed_special="all"), spec
+        assert enc.encode(held_out, allowed_special="all") == trained.encode(
+            held_out, allowed_special="all"
+        ), spec
     with pytest.raises(ValueError, match="unknown encoding"):
         resolve_encoding(str(tmp_path / "missing.tiktoken"))
 
@@ -96,7 +124,9 @@ def test_cli_takes_vocab_paths(which, trained, saved, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == trained.encode_ordinary(text)
     assert cli.main(["chunk", "-e", spec, "-n", "8", "--jsonl", str(tmp_path / "in.txt")]) == 0
     chunks = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert chunks and all(c["tokens"] <= 8 and c["tokens"] == trained.count(c["text"]) for c in chunks)
+    assert chunks and all(
+        c["tokens"] <= 8 and c["tokens"] == trained.count(c["text"]) for c in chunks
+    )
 
 
 def test_cli_bad_vocab_path(tmp_path, capsys):
@@ -114,11 +144,19 @@ def test_service_settings_take_vocab_paths(trained, saved):
     from service.main import create_app, load_encodings
 
     rank_path, hf_path = saved
-    settings = Settings(encodings=["cl100k_base", rank_path], default_encoding=rank_path, load_in_background=False)
+    settings = Settings(
+        encodings=["cl100k_base", rank_path], default_encoding=rank_path, load_in_background=False
+    )
     loaded = load_encodings(settings)
     assert sorted(loaded) == ["cl100k_base", "rt"] and settings.default_encoding == "rt"
     # BPESVC_TIKTOKEN_FILES without a pattern reads the sidecar too.
-    loaded = load_encodings(Settings(encodings=[], tiktoken_files=[TiktokenFile(path=rank_path, name="rt2")], default_encoding="rt2"))
+    loaded = load_encodings(
+        Settings(
+            encodings=[],
+            tiktoken_files=[TiktokenFile(path=rank_path, name="rt2")],
+            default_encoding="rt2",
+        )
+    )
     assert loaded["rt2"].pattern == R50K_PATTERN and loaded["rt2"].special_tokens == SPECIALS
     settings = Settings(encodings=[hf_path], default_encoding=hf_path, load_in_background=False)
     with TestClient(create_app(settings)) as client:

@@ -23,7 +23,12 @@ def pair():
     def get(name: str):
         if name not in cache:
             enc = bpecore.get_encoding(name)
-            ref = tiktoken.Encoding(name, pat_str=enc.pattern, mergeable_ranks=enc._mergeable_ranks, special_tokens=enc.special_tokens)
+            ref = tiktoken.Encoding(
+                name,
+                pat_str=enc.pattern,
+                mergeable_ranks=enc._mergeable_ranks,
+                special_tokens=enc.special_tokens,
+            )
             cache[name] = (enc, ref)
         return cache[name]
 
@@ -35,15 +40,23 @@ def test_module_functions():
 
     for model, name in tm.MODEL_TO_ENCODING.items():
         assert bpecore.encoding_name_for_model(model) == name
-    for prefix, name in tm.MODEL_PREFIX_TO_ENCODING.items():
-        assert bpecore.encoding_name_for_model(prefix + "x-2025") == tm.encoding_name_for_model(prefix + "x-2025")
+    for prefix in tm.MODEL_PREFIX_TO_ENCODING:
+        assert bpecore.encoding_name_for_model(prefix + "x-2025") == tm.encoding_name_for_model(
+            prefix + "x-2025"
+        )
     assert bpecore.encoding_for_model("gpt-oss-20b").name == "o200k_harmony"
     assert bpecore.encoding_for_model("ft:gpt-4o-mini:org::id").name == "o200k_base"
     with pytest.raises(KeyError, match="Could not automatically map nope"):
         bpecore.encoding_for_model("nope")
-    assert {"gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base", "o200k_harmony"} <= set(
-        bpecore.list_encoding_names()
-    )
+    assert {
+        "gpt2",
+        "r50k_base",
+        "p50k_base",
+        "p50k_edit",
+        "cl100k_base",
+        "o200k_base",
+        "o200k_harmony",
+    } <= set(bpecore.list_encoding_names())
     with pytest.raises(ValueError):
         bpecore.get_encoding("nope")
     with pytest.raises(ValueError, match="Expected a string"):
@@ -53,33 +66,68 @@ def test_module_functions():
 def test_signatures_match_tiktoken():
     import inspect
 
-    for name in ("encode", "encode_ordinary", "encode_batch", "encode_ordinary_batch", "encode_to_numpy",
-                 "encode_with_unstable", "encode_single_token", "decode", "decode_bytes", "decode_batch",
-                 "decode_bytes_batch", "decode_with_offsets", "decode_single_token_bytes", "decode_tokens_bytes",
-                 "token_byte_values", "is_special_token", "_encode_single_piece", "_encode_bytes"):
+    for name in (
+        "encode",
+        "encode_ordinary",
+        "encode_batch",
+        "encode_ordinary_batch",
+        "encode_to_numpy",
+        "encode_with_unstable",
+        "encode_single_token",
+        "decode",
+        "decode_bytes",
+        "decode_batch",
+        "decode_bytes_batch",
+        "decode_with_offsets",
+        "decode_single_token_bytes",
+        "decode_tokens_bytes",
+        "token_byte_values",
+        "is_special_token",
+        "_encode_single_piece",
+        "_encode_bytes",
+    ):
         ours = inspect.signature(getattr(bpecore.Encoding, name)).parameters
         theirs = inspect.signature(getattr(tiktoken.Encoding, name)).parameters
-        assert [(p.name, p.kind) for p in ours.values()] == [(p.name, p.kind) for p in theirs.values()], name
+        assert [(p.name, p.kind) for p in ours.values()] == [
+            (p.name, p.kind) for p in theirs.values()
+        ], name
         for p in theirs.values():
             if p.default is not inspect.Parameter.empty:
-                assert ours[p.name].default == p.default or (p.default == set() and ours[p.name].default == frozenset()), (name, p.name)
+                assert ours[p.name].default == p.default or (
+                    p.default == set() and ours[p.name].default == frozenset()
+                ), (name, p.name)
 
 
 def test_every_public_name_of_tiktoken_encoding_exists():
     names = {n for n in dir(tiktoken.Encoding) if not n.startswith("__")}
     assert names - set(dir(bpecore.Encoding)) == set()
-    assert {"encoding_for_model", "encoding_name_for_model", "get_encoding", "list_encoding_names", "Encoding"} <= set(dir(bpecore))
+    assert {
+        "encoding_for_model",
+        "encoding_name_for_model",
+        "get_encoding",
+        "list_encoding_names",
+        "Encoding",
+    } <= set(dir(bpecore))
 
 
 def test_keyword_constructor(pair):
     enc, ref = pair("r50k_base")
     custom = bpecore.Encoding(
-        name="custom", pat_str=enc._pat_str, mergeable_ranks=enc._mergeable_ranks, special_tokens={"<|x|>": 100_000}
+        name="custom",
+        pat_str=enc._pat_str,
+        mergeable_ranks=enc._mergeable_ranks,
+        special_tokens={"<|x|>": 100_000},
     )
     assert custom.encode("hi <|x|>", allowed_special="all") == [5303, 220, 100_000]
     assert custom.n_vocab == 100_001
     with pytest.raises(ValueError):
-        bpecore.Encoding(name="bad", pat_str=enc._pat_str, mergeable_ranks=enc._mergeable_ranks, special_tokens={}, explicit_n_vocab=50257)
+        bpecore.Encoding(
+            name="bad",
+            pat_str=enc._pat_str,
+            mergeable_ranks=enc._mergeable_ranks,
+            special_tokens={},
+            explicit_n_vocab=50257,
+        )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -89,7 +137,11 @@ def test_attributes(pair, name):
     assert enc._special_tokens == ref._special_tokens
     assert enc._mergeable_ranks == ref._mergeable_ranks
     assert enc.token_byte_values() == ref.token_byte_values()
-    assert (enc.n_vocab, enc.max_token_value, enc.eot_token) == (ref.n_vocab, ref.max_token_value, ref.eot_token)
+    assert (enc.n_vocab, enc.max_token_value, enc.eot_token) == (
+        ref.n_vocab,
+        ref.max_token_value,
+        ref.eot_token,
+    )
     assert enc.special_tokens_set == ref.special_tokens_set
     for token in (0, 100, enc.eot_token, enc.max_token_value):
         assert enc.is_special_token(token) == ref.is_special_token(token)
@@ -97,21 +149,32 @@ def test_attributes(pair, name):
 
 def test_errors(pair):
     enc, ref = pair("cl100k_base")
-    for call in (lambda e: e.decode_single_token_bytes(100261), lambda e: e.decode_bytes([1, 100261]),
-                 lambda e: e.encode_single_token("not one token"), lambda e: e.encode_single_token(b"\xff\xfe\xfd")):
+    for call in (
+        lambda e: e.decode_single_token_bytes(100261),
+        lambda e: e.decode_bytes([1, 100261]),
+        lambda e: e.encode_single_token("not one token"),
+        lambda e: e.encode_single_token(b"\xff\xfe\xfd"),
+    ):
         with pytest.raises(KeyError):
             call(ref)
         with pytest.raises(KeyError):
             call(enc)
     with pytest.raises(ValueError):  # still a ValueError too, as bpecore has always raised
         enc.decode([100261])
-    assert enc.encode_single_token(b"<|endoftext|>") == ref.encode_single_token(b"<|endoftext|>") == 100257
+    assert (
+        enc.encode_single_token(b"<|endoftext|>")
+        == ref.encode_single_token(b"<|endoftext|>")
+        == 100257
+    )
     with pytest.raises(ValueError, match="disallowed special token"):
         enc.encode_with_unstable("<|endoftext|>")
 
 
 @pytest.mark.parametrize("name", NAMES)
-@given(text=st.text(max_size=40) | st.sampled_from(["hello fanta", "x\n\n", "a  ", "don't", "12345", " \n", "你好"]))
+@given(
+    text=st.text(max_size=40)
+    | st.sampled_from(["hello fanta", "x\n\n", "a  ", "don't", "12345", " \n", "你好"])
+)
 @settings(max_examples=60)
 def test_hyp_encode_with_unstable(pair, name, text):
     enc, ref = pair(name)
@@ -122,7 +185,10 @@ def test_hyp_encode_with_unstable(pair, name, text):
 
 
 @pytest.mark.parametrize("name", NAMES)
-@given(data=st.binary(max_size=40) | st.text(max_size=20).map(lambda t: t.encode("utf-8", "replace")[:-1]))
+@given(
+    data=st.binary(max_size=40)
+    | st.text(max_size=20).map(lambda t: t.encode("utf-8", "replace")[:-1])
+)
 @settings(max_examples=100)
 def test_hyp_encode_bytes(pair, name, data):
     enc, ref = pair(name)
@@ -148,4 +214,6 @@ def test_encode_to_numpy_imports_numpy_only_when_called():
     arr = enc.encode_to_numpy("hello <|endoftext|>", allowed_special="all")
     assert arr.dtype == np.uint32 and arr.tolist() == [15339, 220, 100257]
     code = "import sys, bpecore; bpecore.get_encoding('cl100k_base').encode('x'); print('numpy' in sys.modules, 'tiktoken' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split() == ["False", "False"]
+    assert subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split() == ["False", "False"]

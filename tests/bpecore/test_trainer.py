@@ -37,7 +37,11 @@ def test_trainer_tie_break_and_overlaps():
     merges = t.train(10, min_frequency=1)
     tokens = t.token_bytes()
     # (a,b)=7 first; then (a,a)=6 (aaaa holds 3 overlapping pairs); then (ab,ab)=3 beats (aa,aa)=2
-    assert [(tokens[a], tokens[b]) for a, b in merges[:3]] == [(b"a", b"b"), (b"a", b"a"), (b"ab", b"ab")]
+    assert [(tokens[a], tokens[b]) for a, b in merges[:3]] == [
+        (b"a", b"b"),
+        (b"a", b"a"),
+        (b"ab", b"ab"),
+    ]
     assert [tokens[i] for i in t.word_tokens(0)] == [b"aaaa"]  # words in sorted piece order
     ref = reference.train_merges({b"abab": 3, b"ab": 1, b"aaaa": 2, b"ba": 2}, 10, 1)
     assert [(tokens[a], tokens[b]) for a, b in merges] == ref
@@ -55,11 +59,15 @@ def test_trainer_never_forms_a_token_twice():
 
 
 # ------------------------------------------------------------------ equivalence with the reference
-@pytest.mark.parametrize("name", ["english", "code", "multilingual", "adv_whitespace", "adv_unicode"])
+@pytest.mark.parametrize(
+    "name", ["english", "code", "multilingual", "adv_whitespace", "adv_unicode"]
+)
 @pytest.mark.parametrize("min_frequency", [1, 2])
 def test_merges_equal_reference(corpus, name, min_frequency):
     text = _slice(corpus, name, 0, 4000)
-    enc = train([text], vocab_size=256 + 150, pattern="o200k", min_frequency=min_frequency, workers=1)
+    enc = train(
+        [text], vocab_size=256 + 150, pattern="o200k", min_frequency=min_frequency, workers=1
+    )
     ref = reference.train([text], 256 + 150, O200K_PATTERN, min_frequency)
     assert enc.mergeable_ranks == ref
 
@@ -73,7 +81,10 @@ def test_merges_equal_reference_cl100k_many_docs(corpus):
 TEXT_ALPHABET = st.sampled_from(list("ab c\n.0'") + ["é", "中", "  ", "the", " the"])
 
 
-@given(st.lists(st.lists(TEXT_ALPHABET, max_size=40).map("".join), min_size=1, max_size=5), st.integers(0, 40))
+@given(
+    st.lists(st.lists(TEXT_ALPHABET, max_size=40).map("".join), min_size=1, max_size=5),
+    st.integers(0, 40),
+)
 def test_hyp_merges_equal_reference(docs, n_merges):
     enc = train(docs, vocab_size=256 + n_merges, pattern="o200k", min_frequency=1, workers=1)
     assert enc.mergeable_ranks == reference.train(docs, 256 + n_merges, O200K_PATTERN, 1)
@@ -88,13 +99,29 @@ def test_hyp_arbitrary_text_equals_reference(docs):
 
 def test_superbpe_merges_equal_reference(corpus):
     text = _slice(corpus, "english", 0, 5000)
-    enc = train([text], vocab_size=256 + 200, pattern="o200k", min_frequency=2, workers=1, superbpe_transition=120)
-    ref = reference.train([text], 256 + 200, O200K_PATTERN, 2, superbpe_transition=120, superword_pattern=SUPERBPE_PATTERN)
+    enc = train(
+        [text],
+        vocab_size=256 + 200,
+        pattern="o200k",
+        min_frequency=2,
+        workers=1,
+        superbpe_transition=120,
+    )
+    ref = reference.train(
+        [text],
+        256 + 200,
+        O200K_PATTERN,
+        2,
+        superbpe_transition=120,
+        superword_pattern=SUPERBPE_PATTERN,
+    )
     assert enc.mergeable_ranks == ref
     report = enc.training
     assert report.stages == [1] * 120 + [2] * (len(report.merges) - 120)
     assert enc.pattern == SUPERBPE_PATTERN == report.encode_pattern
-    stage2 = [left + right for (left, right), stage in zip(report.merges, report.stages) if stage == 2]
+    stage2 = [
+        left + right for (left, right), stage in zip(report.merges, report.stages) if stage == 2
+    ]
     assert any(b" " in token.strip(b" ") for token in stage2), "no superword token spans a space"
 
 
@@ -103,15 +130,31 @@ def test_superbpe_pattern_pieces():
     # punctuation runs and spaces before whitespace apart; no piece starts with a newline
     text = "By the way, I am a fan of the Milky Way.\nIt's 2025: call f(x) -- e.g. now!\n\n  in\tword  two"
     assert regex.findall(SUPERBPE_PATTERN, text) == [
-        "By the way, I am a fan of the Milky Way.\n", "It's", " ", "202", "5", ": call f(x)", " --",
-        " e.g. now!\n\n", " ", " in\tword", " ", " two",
+        "By the way, I am a fan of the Milky Way.\n",
+        "It's",
+        " ",
+        "202",
+        "5",
+        ": call f(x)",
+        " --",
+        " e.g. now!\n\n",
+        " ",
+        " in\tword",
+        " ",
+        " two",
     ]
 
 
 def test_superbpe_auto_transition(corpus):
     assert [default_superbpe_transition(n) for n in (300, 8000, 32000)] == [0, 6144, 25344]
     docs = [_slice(corpus, "english", 0, 20000)]
-    enc = train(docs, vocab_size=600, special_tokens=["<|endoftext|>"], workers=1, superbpe_transition="auto")
+    enc = train(
+        docs,
+        vocab_size=600,
+        special_tokens=["<|endoftext|>"],
+        workers=1,
+        superbpe_transition="auto",
+    )
     stages = enc.training.stages  # 599 BPE ids: int(0.8 * 599) - 256 = 223 stage-1 merges
     assert stages == [1] * 223 + [2] * (len(stages) - 223) and len(stages) > 223
     assert enc.pattern == SUPERBPE_PATTERN
@@ -126,9 +169,20 @@ def trained(corpus):
     text = [_slice(corpus, n, 0, 70000) for n in MIXED]
     held = "\n".join(_slice(corpus, n, 600000, 20000) for n in MIXED)
     encs = {
-        "o200k": train(text, vocab_size=2000, pattern="o200k", special_tokens=["<|endoftext|>"], workers=2),
-        "cl100k": train(text, vocab_size=2000, pattern="cl100k", special_tokens=["<|endoftext|>"], workers=2),
-        "superbpe": train(text, vocab_size=2000, pattern="o200k", special_tokens=["<|endoftext|>"], workers=2, superbpe_transition=1500),
+        "o200k": train(
+            text, vocab_size=2000, pattern="o200k", special_tokens=["<|endoftext|>"], workers=2
+        ),
+        "cl100k": train(
+            text, vocab_size=2000, pattern="cl100k", special_tokens=["<|endoftext|>"], workers=2
+        ),
+        "superbpe": train(
+            text,
+            vocab_size=2000,
+            pattern="o200k",
+            special_tokens=["<|endoftext|>"],
+            workers=2,
+            superbpe_transition=1500,
+        ),
     }
     return encs, held
 
@@ -149,7 +203,9 @@ def test_every_token_encodes_to_itself(trained, kind):
 def test_encoder_equals_reference_on_held_out(trained, kind):
     enc = trained[0][kind]
     held = trained[1][:20000]
-    assert enc.encode_ordinary(held) == reference.encode_ordinary(enc.mergeable_ranks, enc.pattern, held)
+    assert enc.encode_ordinary(held) == reference.encode_ordinary(
+        enc.mergeable_ranks, enc.pattern, held
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -159,15 +215,24 @@ def test_roundtrip_tiktoken_file(trained, kind, tmp_path):
     again = registry.load_saved(path)
     assert again.mergeable_ranks == enc.mergeable_ranks
     assert again.pattern == enc.pattern and again.special_tokens == enc.special_tokens
-    assert again.encode(held + "<|endoftext|>", allowed_special="all") == enc.encode(held + "<|endoftext|>", allowed_special="all")
+    assert again.encode(held + "<|endoftext|>", allowed_special="all") == enc.encode(
+        held + "<|endoftext|>", allowed_special="all"
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_roundtrip_tiktoken(trained, kind):
     tiktoken = pytest.importorskip("tiktoken")
     enc, held = trained[0][kind], trained[1]
-    tk = tiktoken.Encoding("t", pat_str=enc.pattern, mergeable_ranks=enc.mergeable_ranks, special_tokens=enc.special_tokens)
-    assert tk.encode(held + "<|endoftext|>", allowed_special="all") == enc.encode(held + "<|endoftext|>", allowed_special="all")
+    tk = tiktoken.Encoding(
+        "t",
+        pat_str=enc.pattern,
+        mergeable_ranks=enc.mergeable_ranks,
+        special_tokens=enc.special_tokens,
+    )
+    assert tk.encode(held + "<|endoftext|>", allowed_special="all") == enc.encode(
+        held + "<|endoftext|>", allowed_special="all"
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -175,7 +240,10 @@ def test_roundtrip_hf(trained, kind, tmp_path):
     enc, held = trained[0][kind], trained[1]
     path = export.save_hf(enc, tmp_path / "tokenizer.json")
     loaded = bpecore.load_hf(path)
-    assert loaded.mergeable_ranks == enc.mergeable_ranks and loaded.special_tokens == enc.special_tokens
+    assert (
+        loaded.mergeable_ranks == enc.mergeable_ranks
+        and loaded.special_tokens == enc.special_tokens
+    )
     assert loaded.encode_ordinary(held) == enc.encode_ordinary(held)
     tokenizers = pytest.importorskip("tokenizers")
     hf = tokenizers.Tokenizer.from_file(str(path))
@@ -199,7 +267,9 @@ def trained_small_hf(trained, tmp_path_factory):
 
 
 def test_export_hf_pattern_is_oniguruma_safe():
-    assert export.hf_regex(CL100K_PATTERN) == CL100K_PATTERN.replace(r"\p{N}{1,3}+", r"(?>\p{N}{1,3})")
+    assert export.hf_regex(CL100K_PATTERN) == CL100K_PATTERN.replace(
+        r"\p{N}{1,3}+", r"(?>\p{N}{1,3})"
+    )
     assert export.hf_regex(O200K_PATTERN) == O200K_PATTERN
 
 
@@ -218,7 +288,10 @@ def corpus_files(corpus, tmp_path_factory):
 def test_deterministic_over_workers_and_chunking(corpus_files, monkeypatch):
     one = train(corpus_files, vocab_size=1200, workers=1)
     two = train(corpus_files, vocab_size=1200, workers=2)
-    assert one.training.merges == two.training.merges and one.training.unique_pieces == two.training.unique_pieces
+    assert (
+        one.training.merges == two.training.merges
+        and one.training.unique_pieces == two.training.unique_pieces
+    )
     monkeypatch.setattr(train_module, "CHUNK_BYTES", 3000)  # many small chunks cut at "\n" + letter
     small = train(corpus_files, vocab_size=1200, workers=2)
     assert small.training.merges == one.training.merges
@@ -248,11 +321,19 @@ def test_long_run_without_cut_point_is_cut_anyway(tmp_path, monkeypatch):
 
 def test_special_tokens_delimit_and_are_not_trained():
     docs = ["<|endoftext|>".join(["hello world"] * 50)]
-    enc = train(docs, vocab_size=300, special_tokens={"<|endoftext|>": 5000}, min_frequency=1, workers=1)
+    enc = train(
+        docs, vocab_size=300, special_tokens={"<|endoftext|>": 5000}, min_frequency=1, workers=1
+    )
     assert enc.special_tokens == {"<|endoftext|>": 5000}
     assert not any(b"<|" in t for t in enc.mergeable_ranks)
     assert enc.encode("hello world<|endoftext|>", allowed_special="all")[-1] == 5000
-    listed = train(docs, vocab_size=300, special_tokens=["<|endoftext|>", "<|pad|>"], min_frequency=1, workers=1)
+    listed = train(
+        docs,
+        vocab_size=300,
+        special_tokens=["<|endoftext|>", "<|pad|>"],
+        min_frequency=1,
+        workers=1,
+    )
     n = len(listed.mergeable_ranks)
     assert listed.special_tokens == {"<|endoftext|>": n, "<|pad|>": n + 1}
 
@@ -270,7 +351,12 @@ def test_vocab_size_too_small():
 
 def test_cli_main(corpus_files, tmp_path, capsys):
     out = tmp_path / "mytok"
-    assert train_module.main([*corpus_files, "--vocab-size", "800", "-o", str(out), "--quiet", "--workers", "2"]) == 0
+    assert (
+        train_module.main(
+            [*corpus_files, "--vocab-size", "800", "-o", str(out), "--quiet", "--workers", "2"]
+        )
+        == 0
+    )
     summary = capsys.readouterr().out
     assert "merges/s" in summary and "bytes/token" in summary
     enc = registry.load_saved(out / "mytok.tiktoken")

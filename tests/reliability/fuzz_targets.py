@@ -18,14 +18,18 @@ import json
 import os
 import random
 import tempfile
-from functools import lru_cache
+from functools import cache
 
 import regex
 
 import bpecore
 from bpecore import pretokenize, reference, registry
 
-PATTERNS = {"cl100k": registry.CL100K_PATTERN, "o200k": registry.O200K_PATTERN, "r50k": registry.R50K_PATTERN}
+PATTERNS = {
+    "cl100k": registry.CL100K_PATTERN,
+    "o200k": registry.O200K_PATTERN,
+    "r50k": registry.R50K_PATTERN,
+}
 ENCODINGS = ("cl100k_base", "o200k_base")
 
 # Characters chosen to sit on every edge the shipped patterns care about: case-insensitive
@@ -37,11 +41,31 @@ ALPHABET = list(
     "éÉǅʰ東한กक\u094d\u0301\u0903\u20dd"
     "0179٣½Ⅻ"
     " \t\n\r\x0b\x0c\u00a0\u1680\u2028\u2029\u3000\u0085"
-    ".,!?-_()\"#$%&*+/:;<=>@[\\]^`{|}~"
+    '.,!?-_()"#$%&*+/:;<=>@[\\]^`{|}~'
     "😀\u200d👍🏽\x00\x1b\ue000\U000e0001\U0010ffff"
 )
-CHUNKS = ["'s", "'LL", "'Ve", " the", "  ", "\r\n", "\n\n", "123456", " 12", "don't", "HELLO", "Hello",
-          "  \n", "...", "\t\t", "😀😀", "東京", "a1b2", " '", "'s'"]
+CHUNKS = [
+    "'s",
+    "'LL",
+    "'Ve",
+    " the",
+    "  ",
+    "\r\n",
+    "\n\n",
+    "123456",
+    " 12",
+    "don't",
+    "HELLO",
+    "Hello",
+    "  \n",
+    "...",
+    "\t\t",
+    "😀😀",
+    "東京",
+    "a1b2",
+    " '",
+    "'s'",
+]
 
 
 def gen_text(rng: random.Random, max_len: int = 40) -> str:
@@ -76,12 +100,12 @@ def gen_pretokenize(rng: random.Random) -> tuple[str, str]:
 
 
 # ----------------------------------------------------------------- encoders vs reference
-@lru_cache(maxsize=None)
+@cache
 def encoding(name: str) -> bpecore.Encoding:
     return bpecore.get_encoding(name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def ranks(name: str) -> dict[bytes, int]:
     return dict(encoding(name).mergeable_ranks)
 
@@ -119,7 +143,9 @@ def check_exact(name: str, text: str, seed: int) -> None:
         want = prefix[L] if prefix[L] <= n else None
         assert got == want, f"count_till_limit {name} {text!r} limit={n}: {got} != {want}"
     ic = enc.interval_counter(text)
-    pairs = [(0, L)] + [tuple(sorted((rng.randrange(L + 1), rng.randrange(L + 1)))) for _ in range(6)]
+    pairs = [(0, L)] + [
+        tuple(sorted((rng.randrange(L + 1), rng.randrange(L + 1)))) for _ in range(6)
+    ]
     for i, j in pairs:
         got = ic.count(i, j)
         assert got == enc.count(text[i:j]), f"interval {name} {text!r} [{i}:{j}]: {got}"
@@ -134,7 +160,9 @@ def check_exact(name: str, text: str, seed: int) -> None:
     data = text.encode("utf-8")
     counter = enc.appendable_counter()
     ends = {len(text[:k].encode("utf-8")): k for k in range(L + 1)}
-    bcuts = sorted(rng.sample(range(len(data) + 1), min(len(data) + 1, rng.randrange(1, 8)))) + [len(data)]
+    bcuts = sorted(rng.sample(range(len(data) + 1), min(len(data) + 1, rng.randrange(1, 8)))) + [
+        len(data)
+    ]
     last = 0
     for b in bcuts:
         got = counter.push(data[last:b])
@@ -156,7 +184,7 @@ def gen_exact(rng: random.Random) -> tuple[str, str, int]:
 
 
 # ----------------------------------------------------------------- decode of arbitrary ids
-@lru_cache(maxsize=None)
+@cache
 def token_table(name: str) -> dict[int, bytes]:
     enc = encoding(name)
     table = {i: b for b, i in enc.mergeable_ranks.items()}
@@ -167,13 +195,34 @@ def token_table(name: str) -> dict[int, bytes]:
 def gen_ids(rng: random.Random) -> tuple[str, list[int]]:
     name = rng.choice(ENCODINGS)
     enc = encoding(name)
-    edges = [-1, 0, enc.n_vocab - 1, enc.n_vocab, enc.n_vocab + 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32,
-             2**63 - 1, 2**63, 2**64, -(2**63), -(2**64), 10**30, *enc.special_tokens.values()]
+    edges = [
+        -1,
+        0,
+        enc.n_vocab - 1,
+        enc.n_vocab,
+        enc.n_vocab + 1,
+        2**31 - 1,
+        2**31,
+        2**32 - 1,
+        2**32,
+        2**63 - 1,
+        2**63,
+        2**64,
+        -(2**63),
+        -(2**64),
+        10**30,
+        *enc.special_tokens.values(),
+    ]
     ids = []
     for _ in range(rng.randrange(0, 12)):
         r = rng.random()
-        ids.append(rng.randrange(enc.n_vocab) if r < 0.7 else rng.choice(edges) if r < 0.95
-                   else rng.randrange(-(2**70), 2**70))
+        ids.append(
+            rng.randrange(enc.n_vocab)
+            if r < 0.7
+            else rng.choice(edges)
+            if r < 0.95
+            else rng.randrange(-(2**70), 2**70)
+        )
     return name, ids
 
 
@@ -194,12 +243,25 @@ def check_decode(name: str, ids: list[int]) -> None:
 
 
 # ----------------------------------------------------------------- vocab loaders
-BASE_TOKENS = [bytes([b]) for b in range(256)] + [b"he", b"ll", b"hell", b"hello", b" w", b"or", b" wor",
-                                                   b" world", b"\xc3\xa9", b"  ", b"\n\n"]
+BASE_TOKENS = [bytes([b]) for b in range(256)] + [
+    b"he",
+    b"ll",
+    b"hell",
+    b"hello",
+    b" w",
+    b"or",
+    b" wor",
+    b" world",
+    b"\xc3\xa9",
+    b"  ",
+    b"\n\n",
+]
 
 
 def tiktoken_text(tokens: list[bytes]) -> bytes:
-    return b"".join(base64.b64encode(t) + b" " + str(i).encode() + b"\n" for i, t in enumerate(tokens))
+    return b"".join(
+        base64.b64encode(t) + b" " + str(i).encode() + b"\n" for i, t in enumerate(tokens)
+    )
 
 
 def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
@@ -214,13 +276,15 @@ def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
         elif op == 2:
             data[pos:pos] = bytes([rng.choice([0x80, 0xC3, 0xFF, 0xFE, 0x00, 0xED])])  # non-UTF-8
         elif op == 3:
-            data[pos:pos] = rng.choice([b"\n", b"\r\n", b" ", b"  ", b"=", b"-1", b"99999999999999999999", b"\t"])
+            data[pos:pos] = rng.choice(
+                [b"\n", b"\r\n", b" ", b"  ", b"=", b"-1", b"99999999999999999999", b"\t"]
+            )
         elif op == 4 and data:
             i = rng.randrange(len(data))
-            data[pos:pos] = data[i:i + rng.randrange(1, 40)]  # duplicate a stretch
+            data[pos:pos] = data[i : i + rng.randrange(1, 40)]  # duplicate a stretch
         elif op == 5:
             i = rng.randrange(len(data) + 1)
-            del data[min(i, pos):max(i, pos)]
+            del data[min(i, pos) : max(i, pos)]
         elif op == 6:
             data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 8)))
     return bytes(data)
@@ -240,15 +304,34 @@ def gen_tiktoken(rng: random.Random) -> bytes:
         rng.shuffle(lines)
         del lines[rng.randrange(len(lines))]
         extra = bytes(rng.randrange(256) for _ in range(rng.randrange(2, 5)))
-        lines.append(base64.b64encode(extra) + b" " + str(rng.randrange(260, 10**6)).encode() + b"\n")
+        lines.append(
+            base64.b64encode(extra) + b" " + str(rng.randrange(260, 10**6)).encode() + b"\n"
+        )
     elif kind == 3:  # odd ranks
         i = rng.randrange(len(lines))
-        rank = rng.choice([b"-1", b"4294967295", b"4294967296", b"1e3", b"0x10", b"", b"\xff", b"1.0", b"+1",
-                           b"\xd9\xa3", b"\xef\xbc\x91", b"1_0", b" 5"])  # Arabic-Indic and fullwidth digits
+        rank = rng.choice(
+            [
+                b"-1",
+                b"4294967295",
+                b"4294967296",
+                b"1e3",
+                b"0x10",
+                b"",
+                b"\xff",
+                b"1.0",
+                b"+1",
+                b"\xd9\xa3",
+                b"\xef\xbc\x91",
+                b"1_0",
+                b" 5",
+            ]
+        )  # Arabic-Indic and fullwidth digits
         lines[i] = lines[i].split(b" ")[0] + b" " + rank + b"\n"
     elif kind == 4:  # odd base64
         i = rng.randrange(len(lines))
-        tok = rng.choice([b"", b"=", b"a", b"YQ", b"YQ=", b"Y Q==", b"\xff\xfe", b"!!!!", b"YWJj\n"])
+        tok = rng.choice(
+            [b"", b"=", b"a", b"YQ", b"YQ=", b"Y Q==", b"\xff\xfe", b"!!!!", b"YWJj\n"]
+        )
         lines[i] = tok + b" " + lines[i].split(b" ")[1]
     data = b"".join(lines)
     if kind >= 5:
@@ -265,20 +348,54 @@ def _hf_doc() -> dict:
 
     b2u = bytes_to_unicode()
     vocab = {b2u[b]: b for b in range(256)}
-    merges = [("h", "e"), ("l", "l"), ("he", "ll"), ("hell", "o"), ("Ġ", "w"), ("o", "r"), ("Ġw", "or")]
+    merges = [
+        ("h", "e"),
+        ("l", "l"),
+        ("he", "ll"),
+        ("hell", "o"),
+        ("Ġ", "w"),
+        ("o", "r"),
+        ("Ġw", "or"),
+    ]
     for left, right in merges:
         vocab[left + right] = len(vocab)
     return {
         "version": "1.0",
         "added_tokens": [{"id": len(vocab), "content": "<|end|>", "special": True}],
         "normalizer": None,
-        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "pre_tokenizer": {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": True,
+            "use_regex": True,
+        },
         "model": {"type": "BPE", "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]},
     }
 
 
-ODD_VALUES = [None, True, False, 0, -1, 1.5, 2**64, -(2**63), "", "x", "Ġ", [], {}, [1], {"a": 1}, [["h", "e"]],
-              float("nan"), "h e", ["h"], ["h", "e", "x"], {"type": "BPE"}]
+ODD_VALUES = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1.5,
+    2**64,
+    -(2**63),
+    "",
+    "x",
+    "Ġ",
+    [],
+    {},
+    [1],
+    {"a": 1},
+    [["h", "e"]],
+    float("nan"),
+    "h e",
+    ["h"],
+    ["h", "e", "x"],
+    {"type": "BPE"},
+]
 
 
 def _mutate_json(rng: random.Random, node, depth: int = 0):
@@ -329,10 +446,18 @@ def gen_hf(rng: random.Random) -> bytes:
         if where == "top":
             data = deep.encode()
         else:
-            data = json.dumps(doc).replace('"normalizer": null', f'"normalizer": {deep}' if where == "normalizer"
-                                           else '"normalizer": null').encode()
+            data = (
+                json.dumps(doc)
+                .replace(
+                    '"normalizer": null',
+                    f'"normalizer": {deep}' if where == "normalizer" else '"normalizer": null',
+                )
+                .encode()
+            )
             if where == "pre_tokenizer":
-                data = data.replace(b'"pre_tokenizer": {', b'"pre_tokenizer": {"x": ' + deep.encode() + b", ")
+                data = data.replace(
+                    b'"pre_tokenizer": {', b'"pre_tokenizer": {"x": ' + deep.encode() + b", "
+                )
             elif where == "vocab":
                 data = data.replace(b'"vocab": {', b'"vocab": {"zz": ' + deep.encode() + b", ")
     else:
@@ -340,7 +465,9 @@ def gen_hf(rng: random.Random) -> bytes:
     return data
 
 
-_TMP = tempfile.mkdtemp(prefix="bpecore-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+_TMP = tempfile.mkdtemp(
+    prefix="bpecore-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+)
 
 
 def _exercise(enc: bpecore.Encoding, ranks_: dict[bytes, int]) -> None:
@@ -381,7 +508,9 @@ def check_hf(data: bytes) -> None:
         return
     from bpecore.hf import HFEncoding
 
-    if isinstance(enc, HFEncoding):  # a normalizer or pre-tokenizer pipeline: `tokenizers` is the oracle
+    if isinstance(
+        enc, HFEncoding
+    ):  # a normalizer or pre-tokenizer pipeline: `tokenizers` is the oracle
         _exercise_pipeline(enc, path)
         return
     _exercise(enc, dict(enc.mergeable_ranks))
@@ -397,7 +526,9 @@ def _exercise_pipeline(enc: bpecore.Encoding, path: str) -> None:
     hf.encode_special_tokens = True
     for text in ("hello world", "héllo\n\nworld  ", "", "hhhhelllo wor"):
         want = hf.encode(text, add_special_tokens=False).ids
-        assert enc.encode_ordinary(text) == want, f"encode {text!r}: {enc.encode_ordinary(text)} != tokenizers {want}"
+        assert enc.encode_ordinary(text) == want, (
+            f"encode {text!r}: {enc.encode_ordinary(text)} != tokenizers {want}"
+        )
         assert enc.count(text) == len(want)
 
 

@@ -13,29 +13,40 @@ import pytest
 
 import bpecore
 
-TEXT = "Back-pressure, please: ünïcödé ☃ and some words to count. " * 12_000  # ~700 KB, tens of ms to count
+TEXT = (
+    "Back-pressure, please: ünïcödé ☃ and some words to count. " * 12_000
+)  # ~700 KB, tens of ms to count
 INFLIGHT = 4
 
 
 @pytest.fixture(scope="module")
 def busy(start_server):
-    server = start_server({"BPESVC_ENCODINGS": '["cl100k_base"]', "BPESVC_MAX_INFLIGHT": str(INFLIGHT),
-                           "BPESVC_THREADPOOL_SIZE": str(INFLIGHT)})
+    server = start_server(
+        {
+            "BPESVC_ENCODINGS": '["cl100k_base"]',
+            "BPESVC_MAX_INFLIGHT": str(INFLIGHT),
+            "BPESVC_THREADPOOL_SIZE": str(INFLIGHT),
+        }
+    )
     server.wait_ready()
     yield server
     assert server.stop(), server.output()
 
 
 def _request(body: bytes) -> bytes:
-    return (b"POST /v1/count HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n" % len(body)) + body
+    return (
+        b"POST /v1/count HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body)
+    ) + body
 
 
 async def _read_response(reader) -> tuple[int, dict, bytes]:
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ")[1])
-    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+    headers = {
+        k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)
+    }
     body = await reader.readexactly(int(headers["content-length"]))
     return status, headers, body
 
@@ -74,13 +85,18 @@ def test_overload_sheds_with_429_retry_after_at_once(busy):
     assert len(ok) + len(shed) == len(results), {r[0] for r in results}
     assert ok and len(shed) >= len(results) // 2
     assert all(json.loads(r[2])["count"] == want for r in ok)
-    for status, headers, data, _ in shed:
+    for _status, headers, data, _ in shed:
         assert headers.get("retry-after") == "1"
         assert json.loads(data)["error"]["type"] == "too_many_requests"
 
 
-@pytest.mark.parametrize("heavy_bytes", [pytest.param(64_000, id="64KB-bodies"),
-                                         pytest.param(2_800_000, id="2.8MB-bodies", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "heavy_bytes",
+    [
+        pytest.param(64_000, id="64KB-bodies"),
+        pytest.param(2_800_000, id="2.8MB-bodies", marks=pytest.mark.slow),
+    ],
+)
 def test_overload_answer_latency(busy, heavy_bytes):
     """``max_inflight`` heavy requests kept in flight; small requests beyond them are answered 429 at
     once: their latency is the overload answer latency (goal p99 < 10 ms). The tail is the longest
@@ -121,9 +137,13 @@ def test_overload_answer_latency(busy, heavy_bytes):
     shed = sorted(lat[429])
     assert len(shed) >= 100, {k: len(v) for k, v in lat.items()}
     p50, p99 = shed[len(shed) // 2] * 1000, shed[int(len(shed) * 0.99)] * 1000
-    print(f"\noverload answer ({heavy_bytes} B bodies in flight): {len(shed)} x 429 p50 {p50:.2f} ms p99 {p99:.2f} ms "
-          f"({len(lat[200])} small requests found a free slot)")
-    assert p99 < 150, f"429 p99 {p99:.1f} ms"  # goal 10 ms; figures in benches/README.md ("Overload")
+    print(
+        f"\noverload answer ({heavy_bytes} B bodies in flight): {len(shed)} x 429 p50 {p50:.2f} ms p99 {p99:.2f} ms "
+        f"({len(lat[200])} small requests found a free slot)"
+    )
+    assert p99 < 150, (
+        f"429 p99 {p99:.1f} ms"
+    )  # goal 10 ms; figures in benches/README.md ("Overload")
 
 
 def test_readyz_stays_truthful_under_overload(busy):

@@ -41,12 +41,26 @@ def bad_files(tmp_path_factory):
 CI_CASES = {("missing-tiktoken", "true"), ("corrupt-hf", "true"), ("duplicate-rank", "false")}
 
 
-@pytest.mark.parametrize("case, background", [
-    pytest.param(case, bg, id=f"{case}-{'background' if bg == 'true' else 'lifespan'}",
-                 marks=() if (case, bg) in CI_CASES else pytest.mark.slow)
-    for case in ("missing-tiktoken", "corrupt-tiktoken", "duplicate-rank", "wrong-sha256", "corrupt-hf", "missing-hf")
-    for bg in ("true", "false")
-])
+@pytest.mark.parametrize(
+    "case, background",
+    [
+        pytest.param(
+            case,
+            bg,
+            id=f"{case}-{'background' if bg == 'true' else 'lifespan'}",
+            marks=() if (case, bg) in CI_CASES else pytest.mark.slow,
+        )
+        for case in (
+            "missing-tiktoken",
+            "corrupt-tiktoken",
+            "duplicate-rank",
+            "wrong-sha256",
+            "corrupt-hf",
+            "missing-hf",
+        )
+        for bg in ("true", "false")
+    ],
+)
 def test_bad_vocab_at_startup_exits_nonzero(start_server, bad_files, case, background):
     env = {"BPESVC_ENCODINGS": '["cl100k_base"]', "BPESVC_LOAD_IN_BACKGROUND": background}
     if case == "missing-tiktoken":
@@ -56,9 +70,13 @@ def test_bad_vocab_at_startup_exits_nonzero(start_server, bad_files, case, backg
     elif case == "duplicate-rank":
         env["BPESVC_TIKTOKEN_FILES"] = json.dumps([{"path": str(bad_files / "duprank.tiktoken")}])
     elif case == "wrong-sha256":
-        env["BPESVC_TIKTOKEN_FILES"] = json.dumps([{"path": str(bad_files / "good.tiktoken"), "sha256": "0" * 64}])
+        env["BPESVC_TIKTOKEN_FILES"] = json.dumps(
+            [{"path": str(bad_files / "good.tiktoken"), "sha256": "0" * 64}]
+        )
     elif case == "corrupt-hf":
-        env["BPESVC_HF_FILES"] = json.dumps([{"path": str(bad_files / "corrupt" / "tokenizer.json")}])
+        env["BPESVC_HF_FILES"] = json.dumps(
+            [{"path": str(bad_files / "corrupt" / "tokenizer.json")}]
+        )
     else:
         env["BPESVC_HF_FILES"] = json.dumps([{"path": str(bad_files / "nope" / "tokenizer.json")}])
     server = start_server(env)
@@ -119,7 +137,9 @@ def test_sigterm_under_load_loses_no_inflight_request(start_server):
                 await asyncio.sleep(0.01)
             stop.set()  # the load balancer takes the pod out
 
-        async with httpx.AsyncClient(base_url=server.url, limits=httpx.Limits(max_connections=16)) as c:
+        async with httpx.AsyncClient(
+            base_url=server.url, limits=httpx.Limits(max_connections=16)
+        ) as c:
             await asyncio.gather(balancer(c), *(client(i, c) for i in range(16)))
         return results
 
@@ -159,30 +179,45 @@ def _workers(server) -> set[int]:
 def test_worker_killed_mid_request_is_replaced(start_server):
     from tests.service.conftest import dockerfile_cmd
 
-    server = start_server({"BPESVC_ENCODINGS": '["cl100k_base"]'}, cmd=dockerfile_cmd() + ["--workers", "2"])
+    server = start_server(
+        {"BPESVC_ENCODINGS": '["cl100k_base"]'}, cmd=dockerfile_cmd() + ["--workers", "2"]
+    )
     server.wait_ready(60)
     deadline = time.monotonic() + 30
     while len(_workers(server)) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     workers = _workers(server)
     assert len(workers) == 2, workers
-    deadline = time.monotonic() + 30  # both workers loaded: /readyz 200 from each (connections spread)
-    while time.monotonic() < deadline and sum(httpx.get(server.url + "/readyz").status_code == 200
-                                              for _ in range(20)) < 20:
+    deadline = (
+        time.monotonic() + 30
+    )  # both workers loaded: /readyz 200 from each (connections spread)
+    while (
+        time.monotonic() < deadline
+        and sum(httpx.get(server.url + "/readyz").status_code == 200 for _ in range(20)) < 20
+    ):
         time.sleep(0.2)
     enc = bpecore.get_encoding("cl100k_base")
     text = "a long request to be killed in the middle of " * 40_000
     victim = min(workers)
 
     async def main():
-        async with httpx.AsyncClient(base_url=server.url, limits=httpx.Limits(max_connections=8)) as c:
-            inflight = [asyncio.create_task(c.post("/v1/count", json={"text": text}, timeout=30)) for _ in range(8)]
+        async with httpx.AsyncClient(
+            base_url=server.url, limits=httpx.Limits(max_connections=8)
+        ) as c:
+            inflight = [
+                asyncio.create_task(c.post("/v1/count", json={"text": text}, timeout=30))
+                for _ in range(8)
+            ]
             await asyncio.sleep(0.05)
             os.kill(victim, signal.SIGKILL)
             done = await asyncio.gather(*inflight, return_exceptions=True)
             # the others keep serving right away
-            after = [await c.post("/v1/count", json={"text": "still here"}, headers={"connection": "close"})
-                     for _ in range(20)]
+            after = [
+                await c.post(
+                    "/v1/count", json={"text": "still here"}, headers={"connection": "close"}
+                )
+                for _ in range(20)
+            ]
             return done, after
 
     done, after = asyncio.run(main())
@@ -202,6 +237,11 @@ def test_worker_killed_mid_request_is_replaced(start_server):
     while sum(rec.get("msg") == "encodings loaded" for rec in server.log_lines()) < 3:
         assert time.monotonic() < deadline, server.output()
         time.sleep(0.1)
-    assert all(httpx.post(server.url + "/v1/count", json={"text": "hello world"},
-                          headers={"connection": "close"}).json()["count"] == 2 for _ in range(20))
+    assert all(
+        httpx.post(
+            server.url + "/v1/count", json={"text": "hello world"}, headers={"connection": "close"}
+        ).json()["count"]
+        == 2
+        for _ in range(20)
+    )
     assert server.stop(60), server.output()

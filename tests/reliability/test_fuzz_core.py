@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import random
 
+import fuzz_targets as ft
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fuzz_targets as ft
-
 CI = dict(derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 SLOW = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
-chars = st.sampled_from(ft.ALPHABET) | st.sampled_from(ft.CHUNKS) | st.characters(exclude_categories=["Cs"])
+chars = (
+    st.sampled_from(ft.ALPHABET)
+    | st.sampled_from(ft.CHUNKS)
+    | st.characters(exclude_categories=["Cs"])
+)
 texts = st.lists(chars, max_size=40).map("".join)
 short_texts = st.lists(chars, max_size=16).map("".join)
 encodings = st.sampled_from(ft.ENCODINGS)
@@ -26,8 +29,28 @@ patterns = st.sampled_from(list(ft.PATTERNS))
 
 
 def ids_strategy():
-    edges = st.sampled_from([-1, 0, 100255, 100256, 100257, 100276, 100277, 199997, 199998, 200018, 200019,
-                             2**31, 2**32, 2**63 - 1, 2**63, 2**64, -(2**63), -(2**64)])
+    edges = st.sampled_from(
+        [
+            -1,
+            0,
+            100255,
+            100256,
+            100257,
+            100276,
+            100277,
+            199997,
+            199998,
+            200018,
+            200019,
+            2**31,
+            2**32,
+            2**63 - 1,
+            2**63,
+            2**64,
+            -(2**63),
+            -(2**64),
+        ]
+    )
     return st.lists(st.integers(0, 200_000) | edges | st.integers(), max_size=12)
 
 
@@ -64,8 +87,14 @@ def _props(n_pre, n_enc, n_exact, n_dec, n_tt, n_hf, base):
     def load_hf(r):
         ft.check_hf(ft.gen_hf(r) if isinstance(r, random.Random) else r)
 
-    return {"pretokenize": pretokenize, "encode": encode, "exact": exact, "decode": decode,
-            "load_tiktoken": load_tiktoken, "load_hf": load_hf}
+    return {
+        "pretokenize": pretokenize,
+        "encode": encode,
+        "exact": exact,
+        "decode": decode,
+        "load_tiktoken": load_tiktoken,
+        "load_hf": load_hf,
+    }
 
 
 CI_PROPS = _props(2500, 1200, 800, 2000, 800, 500, CI)
@@ -85,8 +114,14 @@ def test_hyp_fuzz_slow(target):
 
 # Seeded bulk runs of the generators (cheaper per input than hypothesis): a fixed seed, so a failure
 # here replays exactly; scripts/reliability/fuzz.py runs the same generators for millions of inputs.
-BULK = {"pretokenize": 40_000, "encode": 20_000, "exact": 6_000, "decode": 100_000, "load_tiktoken": 6_000,
-        "load_hf": 2_000}
+BULK = {
+    "pretokenize": 40_000,
+    "encode": 20_000,
+    "exact": 6_000,
+    "decode": 100_000,
+    "load_tiktoken": 6_000,
+    "load_hf": 2_000,
+}
 
 
 @pytest.mark.parametrize("target", list(BULK))
@@ -98,11 +133,22 @@ def test_fuzz_seeded_bulk(target):
         try:
             check(*args) if isinstance(args, tuple) else check(args)
         except BaseException as e:
-            raise AssertionError(f"{target} input ci:{i} {args!r:.500}: {type(e).__name__}: {e}") from e
+            raise AssertionError(
+                f"{target} input ci:{i} {args!r:.500}: {type(e).__name__}: {e}"
+            ) from e
 
 
-REPETITIVE = {"empty": "", "a": "a" * 5000, "space": " " * 5000, "newline": "\n" * 3000, "digit": "0" * 3000,
-              "contraction": "'s" * 1500, "emoji": "😀" * 2000, "space-a": " a" * 2500, "crlf": "\r\n" * 2000}
+REPETITIVE = {
+    "empty": "",
+    "a": "a" * 5000,
+    "space": " " * 5000,
+    "newline": "\n" * 3000,
+    "digit": "0" * 3000,
+    "contraction": "'s" * 1500,
+    "emoji": "😀" * 2000,
+    "space-a": " a" * 2500,
+    "crlf": "\r\n" * 2000,
+}
 
 
 @pytest.mark.parametrize("text", list(REPETITIVE.values()), ids=list(REPETITIVE))
@@ -113,6 +159,11 @@ def test_repetitive_inputs_vs_regex_and_count(text):
     for name in ft.ENCODINGS:
         enc = ft.encoding(name)
         n = enc.count(text)
-        assert enc.count_till_limit(text, n) == n and enc.count_till_limit(text, max(n - 1, 0)) in (None, 0)
+        assert enc.count_till_limit(text, n) == n and enc.count_till_limit(text, max(n - 1, 0)) in (
+            None,
+            0,
+        )
         k = enc.split_at(text, n // 2)
-        assert enc.count(text[:k]) <= n // 2 and (k == len(text) or enc.count(text[: k + 1]) > n // 2)
+        assert enc.count(text[:k]) <= n // 2 and (
+            k == len(text) or enc.count(text[: k + 1]) > n // 2
+        )

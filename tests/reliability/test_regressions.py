@@ -28,9 +28,11 @@ def _hf_doc() -> dict:
     vocab = {b2u[b]: b for b in range(256)}
     for left, right in [("h", "e"), ("l", "l"), ("he", "ll")]:
         vocab[left + right] = len(vocab)
-    return {"normalizer": None,
-            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
-            "model": {"type": "BPE", "vocab": vocab, "merges": ["h e", "l l", "he ll"]}}
+    return {
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+        "model": {"type": "BPE", "vocab": vocab, "merges": ["h e", "l l", "he ll"]},
+    }
 
 
 def _write(tmp_path, data: bytes):
@@ -50,15 +52,21 @@ def _mutated(fn) -> bytes:
     "data",
     [
         pytest.param(b"[" * 100_000 + b"]" * 100_000, id="deep-nesting"),  # was RecursionError
-        pytest.param(_mutated(lambda d: d.update(added_tokens=["\u0120"])), id="added-token-not-object"),
+        pytest.param(
+            _mutated(lambda d: d.update(added_tokens=["\u0120"])), id="added-token-not-object"
+        ),
         pytest.param(_mutated(lambda d: d.update(added_tokens=7)), id="added-tokens-int"),
         pytest.param(_mutated(lambda d: d.update(normalizer="NFC")), id="normalizer-string"),
         pytest.param(_mutated(lambda d: d.update(pre_tokenizer=[1])), id="pre-tokenizer-list"),
-        pytest.param(_mutated(lambda d: d["model"]["vocab"].update(h=[1])), id="vocab-id-list"),  # was TypeError
+        pytest.param(
+            _mutated(lambda d: d["model"]["vocab"].update(h=[1])), id="vocab-id-list"
+        ),  # was TypeError
         pytest.param(_mutated(lambda d: d["model"]["vocab"].update(h="7")), id="vocab-id-string"),
         pytest.param(_mutated(lambda d: d["model"]["vocab"].update(h=1.5)), id="vocab-id-float"),
         pytest.param(_mutated(lambda d: d["model"]["vocab"].update(h=-3)), id="vocab-id-negative"),
-        pytest.param(_mutated(lambda d: d["model"].update(merges=[["h", ["e"]]])), id="merge-part-list"),
+        pytest.param(
+            _mutated(lambda d: d["model"].update(merges=[["h", ["e"]]])), id="merge-part-list"
+        ),
     ],
 )
 def test_malformed_tokenizer_json_is_vocab_error(tmp_path, data):
@@ -78,9 +86,16 @@ def test_small_tokenizer_json_loads_fast(tmp_path):
 
 @pytest.mark.parametrize(
     "tools",
-    [[{}], [{"type": "function"}], [{"function": {}}], [1], ["x"], [None],
-     [{"function": {"name": "f", "parameters": {"properties": {"a": 1}}}}],
-     [{"function": {"name": "f", "description": 7}}]],
+    [
+        [{}],
+        [{"type": "function"}],
+        [{"function": {}}],
+        [1],
+        ["x"],
+        [None],
+        [{"function": {"name": "f", "parameters": {"properties": {"a": 1}}}}],
+        [{"function": {"name": "f", "description": 7}}],
+    ],
     ids=repr,
 )
 def test_malformed_tools_are_valueerror(tools):
@@ -95,7 +110,9 @@ def test_chat_count_malformed_tools_is_422():
     from service.config import Settings
     from service.main import create_app
 
-    with TestClient(create_app(Settings(load_in_background=False, encodings=["cl100k_base", "o200k_base"]))) as c:
+    with TestClient(
+        create_app(Settings(load_in_background=False, encodings=["cl100k_base", "o200k_base"]))
+    ) as c:
         r = c.post("/v1/chat/count", json={"messages": [], "model": "gpt-4o", "tools": [{}]})
         assert r.status_code == 422, r.text
         assert r.json()["error"]["type"] == "unsupported_message"

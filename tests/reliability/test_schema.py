@@ -15,9 +15,15 @@ from service.config import Settings  # noqa: E402
 from service.main import create_app  # noqa: E402
 
 # Limits small enough that generated inputs hit them (each must answer its documented 4xx).
-ENV = {"BPESVC_ENCODINGS": '["cl100k_base", "o200k_base"]', "BPESVC_MAX_TEXTS": "8", "BPESVC_MAX_RANGES": "64",
-       "BPESVC_MAX_TOKENS": "100000", "BPESVC_MAX_REQUEST_BYTES": "200000", "BPESVC_MAX_OFFSETS": "2000",
-       "BPESVC_MAX_CHUNKS": "2000"}
+ENV = {
+    "BPESVC_ENCODINGS": '["cl100k_base", "o200k_base"]',
+    "BPESVC_MAX_TEXTS": "8",
+    "BPESVC_MAX_RANGES": "64",
+    "BPESVC_MAX_TOKENS": "100000",
+    "BPESVC_MAX_REQUEST_BYTES": "200000",
+    "BPESVC_MAX_OFFSETS": "2000",
+    "BPESVC_MAX_CHUNKS": "2000",
+}
 COMMON = dict(deadline=None, suppress_health_check=list(HealthCheck), database=None)
 # Checked: no 5xx, status codes / content types / headers / bodies as documented, 405 for other
 # methods, and the rest of schemathesis' defaults. Not checked:
@@ -59,7 +65,22 @@ def test_schema_slow(case):
 
 def test_every_route_is_in_the_schema():
     paths = set(create_app(Settings()).openapi()["paths"])
-    for route in ("/v1/count", "/v1/encode", "/v1/decode", "/v1/split", "/v1/intervals", "/v1/chunk",
-                  "/v1/chat/count", "/v1/encodings", "/tokenize", "/detokenize", "/tei/tokenize", "/decode",
-                  "/tei/decode", "/healthz", "/readyz", "/metrics"):
+    for route in (
+        "/v1/count",
+        "/v1/encode",
+        "/v1/decode",
+        "/v1/split",
+        "/v1/intervals",
+        "/v1/chunk",
+        "/v1/chat/count",
+        "/v1/encodings",
+        "/tokenize",
+        "/detokenize",
+        "/tei/tokenize",
+        "/decode",
+        "/tei/decode",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ):
         assert route in paths, route

@@ -25,8 +25,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def settings() -> Settings:
-    return Settings(load_in_background=False, max_texts=8, max_ranges=50, max_tokens=100_000, max_streams=3,
-                    max_request_bytes=1_000_000)
+    return Settings(
+        load_in_background=False,
+        max_texts=8,
+        max_ranges=50,
+        max_tokens=100_000,
+        max_streams=3,
+        max_request_bytes=1_000_000,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +76,9 @@ class Server:
         self.log_path.parent.mkdir(exist_ok=True)
         self.log = open(self.log_path, "wb")
         full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT
+        )
 
     def wait_ready(self, timeout: float = 30.0) -> list[int]:
         """Poll /readyz until 200; returns the statuses seen (a 503 first shows 'not ready before load')."""
@@ -99,7 +107,9 @@ class Server:
             code = self.proc.wait(timeout)
         finally:
             self.log.close()
-        finished = any(rec.get("msg") == "Application shutdown complete." for rec in self.log_lines())
+        finished = any(
+            rec.get("msg") == "Application shutdown complete." for rec in self.log_lines()
+        )
         return code in (0, -signal.SIGTERM) and finished
 
     def output(self) -> str:
@@ -126,7 +136,9 @@ def start_server():
         cmd = cmd or dockerfile_cmd()
         if "--port" in cmd:
             cmd = with_port(cmd, port)
-        server = Server(cmd, {"BPESVC_HOST": "127.0.0.1", "BPESVC_PORT": str(port), **(env or {})}, port)
+        server = Server(
+            cmd, {"BPESVC_HOST": "127.0.0.1", "BPESVC_PORT": str(port), **(env or {})}, port
+        )
         servers.append(server)
         return server
 
@@ -171,7 +183,12 @@ def toy_hf(tmp_path_factory) -> Path:
         "version": "1.0",
         "added_tokens": [{"id": 260, "content": "<|end|>", "special": True}],
         "normalizer": None,
-        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "pre_tokenizer": {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": True,
+            "use_regex": True,
+        },
         "model": {"type": "BPE", "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]},
     }
     path = tmp_path_factory.mktemp("hf") / "toyhf" / "tokenizer.json"

@@ -35,7 +35,9 @@ def test_chunk_equals_library(client, opts):
         opts.get("trim", True),
         opts.get("markdown", False),
     )
-    assert body["chunks"] == [{"text": c.text, "start": c.start, "end": c.end, "tokens": c.tokens} for c in lib]
+    assert body["chunks"] == [
+        {"text": c.text, "start": c.start, "end": c.end, "tokens": c.tokens} for c in lib
+    ]
     assert body["count"] == len(lib) and body["results"] is None
     for c in body["chunks"]:
         assert DOC[c["start"] : c["end"]] == c["text"] and c["tokens"] <= opts["max_tokens"]
@@ -88,7 +90,10 @@ def test_split_equals_library(client, cl100k, n, keep):
 
 def test_split_errors(client, settings):
     assert client.post("/v1/split", json={"text": "a", "max_tokens": -1}).status_code == 422
-    assert client.post("/v1/split", json={"text": "a", "max_tokens": 1, "keep": "middle"}).status_code == 422
+    assert (
+        client.post("/v1/split", json={"text": "a", "max_tokens": 1, "keep": "middle"}).status_code
+        == 422
+    )
     r = client.post("/v1/split", json={"text": "a", "max_tokens": settings.max_tokens + 1})
     assert r.status_code == 422 and r.json()["error"]["type"] == "limit_exceeded"
 
@@ -98,7 +103,11 @@ def test_intervals_equal_library(client, cl100k):
 
     rng = random.Random(7)
     n = len(TEXT)
-    ranges = [sorted((rng.randint(0, n), rng.randint(0, n))) for _ in range(40)] + [[0, n], [0, 0], [n, n]]
+    ranges = [sorted((rng.randint(0, n), rng.randint(0, n))) for _ in range(40)] + [
+        [0, n],
+        [0, 0],
+        [n, n],
+    ]
     body = client.post("/v1/intervals", json={"text": TEXT, "ranges": ranges}).json()
     assert body["counts"] == [cl100k.count(TEXT[i:j]) for i, j in ranges]
     assert body["count"] == cl100k.count(TEXT)
@@ -111,5 +120,7 @@ def test_intervals_bad_ranges(client, ranges):
 
 
 def test_intervals_too_many(client, settings):
-    r = client.post("/v1/intervals", json={"text": "hello", "ranges": [[0, 1]] * (settings.max_ranges + 1)})
+    r = client.post(
+        "/v1/intervals", json={"text": "hello", "ranges": [[0, 1]] * (settings.max_ranges + 1)}
+    )
     assert r.status_code == 422 and r.json()["error"]["type"] == "limit_exceeded"

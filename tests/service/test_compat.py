@@ -4,7 +4,9 @@ from __future__ import annotations
 
 
 def test_vllm_tokenize(client, cl100k):
-    body = client.post("/tokenize", json={"prompt": "hello world", "return_token_strs": True}).json()
+    body = client.post(
+        "/tokenize", json={"prompt": "hello world", "return_token_strs": True}
+    ).json()
     assert body["tokens"] == cl100k.encode("hello world") and body["count"] == 2
     assert body["token_strs"] == ["hello", " world"]
     assert isinstance(body["max_model_len"], int)
@@ -41,7 +43,9 @@ def test_tokenize_ambiguous_body_is_422(client):
 def test_tei_decode(client, cl100k):
     ids = cl100k.encode("hi<|endoftext|>", allowed_special="all")
     assert client.post("/decode", json={"ids": ids}).json() == ["hi"]
-    assert client.post("/tei/decode", json={"ids": [ids, ids[:1]], "skip_special_tokens": False}).json() == [
+    assert client.post(
+        "/tei/decode", json={"ids": [ids, ids[:1]], "skip_special_tokens": False}
+    ).json() == [
         "hi<|endoftext|>",
         "hi",
     ]

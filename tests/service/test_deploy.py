@@ -36,7 +36,9 @@ def test_kustomization_lists_files_and_sets_image():
     image = docs("deployment.yaml")[0]["spec"]["template"]["spec"]["containers"][0]["image"]
     assert [i["name"] for i in k["images"]] == [image] and k["images"][0]["newTag"]
     if shutil.which("kubectl"):
-        out = subprocess.run(["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, check=True
+        ).stdout
         kinds = {d["kind"] for d in yaml.safe_load_all(out) if d}
         assert kinds == {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"}
         assert f"{k['images'][0]['newName']}:{k['images'][0]['newTag']}" in out
@@ -53,7 +55,10 @@ def _hardened(container: dict) -> None:
 def test_deployment_probes_and_security():
     d = docs("deployment.yaml")[0]
     pod = d["spec"]["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 10001
+    assert (
+        pod["securityContext"]["runAsNonRoot"] is True
+        and pod["securityContext"]["runAsUser"] == 10001
+    )
     (c,) = pod["containers"]
     assert c["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
     assert c["startupProbe"]["httpGet"]["path"] == "/readyz"
@@ -90,7 +95,7 @@ def test_dockerfile_conventions():
     text = (ROOT / "Dockerfile").read_text()
     assert "AS build" in text and "AS runtime" in text and "AS test" in text
     assert "USER 10001" in text and "HEALTHCHECK" in text and "EXPOSE 8000" in text
-    runtime = text[text.index("AS runtime"):]
+    runtime = text[text.index("AS runtime") :]
     assert "build-essential" not in runtime and "--no-index" in runtime
     # the image checks its baked-in vocab at build time
     assert "get_encoding" in runtime
@@ -107,6 +112,14 @@ def test_hadolint():
 def test_dockerignore_keeps_build_inputs():
     lines = (ROOT / ".dockerignore").read_text().splitlines()
     ignored = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-    for needed in ("bpecore", "service", "tests", "pyproject.toml", "setup.py", "README.md", "deploy"):
+    for needed in (
+        "bpecore",
+        "service",
+        "tests",
+        "pyproject.toml",
+        "setup.py",
+        "README.md",
+        "deploy",
+    ):
         assert needed not in ignored and needed + "/" not in ignored
     assert "bpecore/*.so" in ignored and ".git" in ignored

@@ -40,10 +40,14 @@ def test_invalid_json_and_utf8_are_400(client):
 
 
 def test_unknown_encoding_404(client):
-    err = assert_error(client.post("/v1/count", json={"text": "a", "encoding": "gpt9"}), 404, "encoding_not_found")
+    err = assert_error(
+        client.post("/v1/count", json={"text": "a", "encoding": "gpt9"}), 404, "encoding_not_found"
+    )
     assert "cl100k_base" in err["message"]
     assert_error(client.post("/v1/encode", json={"text": "a", "encoding": "gpt9"}), 404)
-    assert_error(client.post("/v1/count", json={"text": "a", "encodings": ["cl100k_base", "x"]}), 404)
+    assert_error(
+        client.post("/v1/count", json={"text": "a", "encodings": ["cl100k_base", "x"]}), 404
+    )
 
 
 def test_body_too_large_413(client, settings):
@@ -67,7 +71,11 @@ def test_too_many_texts_422(client, settings):
 
 
 def test_limit_above_max_tokens_422(client, settings):
-    assert_error(client.post("/v1/count", json={"text": "a", "limit": settings.max_tokens + 1}), 422, "limit_exceeded")
+    assert_error(
+        client.post("/v1/count", json={"text": "a", "limit": settings.max_tokens + 1}),
+        422,
+        "limit_exceeded",
+    )
 
 
 def test_unknown_route_and_method(client):
@@ -104,7 +112,9 @@ def test_inflight_limit_429():
     from service.config import Settings
     from service.main import create_app
 
-    with TestClient(create_app(Settings(max_inflight=0, encodings=["cl100k_base"], load_in_background=False))) as c:
+    with TestClient(
+        create_app(Settings(max_inflight=0, encodings=["cl100k_base"], load_in_background=False))
+    ) as c:
         assert_error(c.post("/v1/count", json={"text": "a"}), 429, "too_many_requests")
         assert c.get("/readyz").status_code == 200  # probes are never shed
 
@@ -115,14 +125,30 @@ def test_per_token_objects_and_chunks_are_bounded():
     from service.config import Settings
     from service.main import create_app
 
-    settings = Settings(max_offsets=10, max_chunks=3, encodings=["cl100k_base"], load_in_background=False)
+    settings = Settings(
+        max_offsets=10, max_chunks=3, encodings=["cl100k_base"], load_in_background=False
+    )
     text = "word " * 11
     with TestClient(create_app(settings)) as c:
         assert c.post("/v1/encode", json={"text": text}).status_code == 200
-        assert_error(c.post("/v1/encode", json={"text": text, "return_offsets": True}), 422, "limit_exceeded")
+        assert_error(
+            c.post("/v1/encode", json={"text": text, "return_offsets": True}), 422, "limit_exceeded"
+        )
         ids = list(range(11))
-        assert_error(c.post("/v1/decode", json={"tokens": ids, "return_offsets": True}), 422, "limit_exceeded")
-        assert_error(c.post("/tokenize", json={"prompt": text, "return_token_strs": True}), 422, "limit_exceeded")
+        assert_error(
+            c.post("/v1/decode", json={"tokens": ids, "return_offsets": True}),
+            422,
+            "limit_exceeded",
+        )
+        assert_error(
+            c.post("/tokenize", json={"prompt": text, "return_token_strs": True}),
+            422,
+            "limit_exceeded",
+        )
         assert_error(c.post("/tei/tokenize", json={"inputs": text}), 422, "limit_exceeded")
-        assert c.post("/v1/chunk", json={"text": text, "max_tokens": 4}).status_code == 200  # 11 tokens: 3 chunks
-        assert_error(c.post("/v1/chunk", json={"text": text, "max_tokens": 3}), 422, "limit_exceeded")
+        assert (
+            c.post("/v1/chunk", json={"text": text, "max_tokens": 4}).status_code == 200
+        )  # 11 tokens: 3 chunks
+        assert_error(
+            c.post("/v1/chunk", json={"text": text, "max_tokens": 3}), 422, "limit_exceeded"
+        )

@@ -55,7 +55,11 @@ def test_background_load_gates_readiness(monkeypatch):
 def test_load_failure_background_not_alive(tmp_path):
     bad = tmp_path / "bad.tiktoken"
     bad.write_text("not base64!! 1\n")
-    with TestClient(create_app(Settings(encodings=["cl100k_base"], tiktoken_files=[TiktokenFile(path=str(bad))]))) as c:
+    with TestClient(
+        create_app(
+            Settings(encodings=["cl100k_base"], tiktoken_files=[TiktokenFile(path=str(bad))])
+        )
+    ) as c:
         deadline = time.monotonic() + 10
         while c.get("/healthz").status_code == 200:
             assert time.monotonic() < deadline
@@ -67,8 +71,13 @@ def test_load_failure_background_not_alive(tmp_path):
 
 
 def test_load_failure_foreground_raises(tmp_path):
-    app = create_app(Settings(encodings=["cl100k_base"], load_in_background=False,
-                              hf_files=[HFFile(path=str(tmp_path / "missing.json"))]))
+    app = create_app(
+        Settings(
+            encodings=["cl100k_base"],
+            load_in_background=False,
+            hf_files=[HFFile(path=str(tmp_path / "missing.json"))],
+        )
+    )
     with pytest.raises(bpecore.VocabError):
         with TestClient(app):
             pass
@@ -85,7 +94,9 @@ def test_extra_vocab_files(toy_tiktoken, toy_hf):
     settings = Settings(
         encodings=["cl100k_base"],
         load_in_background=False,
-        tiktoken_files=[TiktokenFile(path=str(toy_tiktoken), pattern="r50k", special_tokens={"<|end|>": 260})],
+        tiktoken_files=[
+            TiktokenFile(path=str(toy_tiktoken), pattern="r50k", special_tokens={"<|end|>": 260})
+        ],
         hf_files=[HFFile(path=str(toy_hf))],
     )
     with TestClient(create_app(settings)) as c:
@@ -94,10 +105,17 @@ def test_extra_vocab_files(toy_tiktoken, toy_hf):
         assert names["toy"]["special_tokens"] == {"<|end|>": 260}
         assert names["toy"]["pattern"] == bpecore.registry.R50K_PATTERN
         for name in ("toy", "toyhf"):
-            body = c.post("/v1/encode", json={"text": "hello hello<|end|>", "encoding": name,
-                                              "allowed_special": "all"}).json()
+            body = c.post(
+                "/v1/encode",
+                json={"text": "hello hello<|end|>", "encoding": name, "allowed_special": "all"},
+            ).json()
             assert body["tokens"] == [259, 32, 259, 260], name
-        assert c.post("/v1/count", json={"text": "hello", "encodings": ["toy", "toyhf"]}).json()["count"] == 1
+        assert (
+            c.post("/v1/count", json={"text": "hello", "encodings": ["toy", "toyhf"]}).json()[
+                "count"
+            ]
+            == 1
+        )
 
 
 def test_settings_from_environment(monkeypatch):

@@ -13,7 +13,9 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from service import lean
 from service.main import create_app
@@ -112,8 +114,12 @@ def test_valid_requests_answered_alike(pair, req):
 
 # values of the wrong JSON type (lax pydantic would coerce them; the models are strict): the fast
 # path leaves them to the route, which refuses them
-COERCED = [{"text": "a", "limit": "1"}, {"text": "a", "limit": 1.0}, {"text": "a", "limit": True},
-           {"texts": ["a"], "limit": "0"}]
+COERCED = [
+    {"text": "a", "limit": "1"},
+    {"text": "a", "limit": 1.0},
+    {"text": "a", "limit": True},
+    {"texts": ["a"], "limit": "0"},
+]
 
 
 @pytest.mark.parametrize("req", COERCED, ids=range(len(COERCED)))
@@ -154,8 +160,17 @@ def test_raw_bodies_answered_alike(pair, body):
     _same(pair, body)
 
 
-@pytest.mark.parametrize("ctype", [None, "text/plain", "application/json; charset=utf-8", "Application/JSON",
-                                   "application/vnd.api+json", "application/x-www-form-urlencoded"])
+@pytest.mark.parametrize(
+    "ctype",
+    [
+        None,
+        "text/plain",
+        "application/json; charset=utf-8",
+        "Application/JSON",
+        "application/vnd.api+json",
+        "application/x-www-form-urlencoded",
+    ],
+)
 def test_content_types_answered_alike(pair, ctype):
     headers = {} if ctype is None else {"content-type": ctype}
     _same(pair, b'{"text": "hello world"}', headers)
@@ -168,9 +183,18 @@ def test_request_id_echoed(pair):
 
 
 def _counters(client) -> list[str]:
-    keep = ("bpesvc_tokens_total", "bpesvc_bytes_total", "bpesvc_requests_total", "bpesvc_request_bytes_count",
-            "bpesvc_request_bytes_sum", "bpesvc_op_seconds_count", "bpesvc_errors_total")
-    return sorted(line for line in client.get("/metrics").text.splitlines() if line.startswith(keep))
+    keep = (
+        "bpesvc_tokens_total",
+        "bpesvc_bytes_total",
+        "bpesvc_requests_total",
+        "bpesvc_request_bytes_count",
+        "bpesvc_request_bytes_sum",
+        "bpesvc_op_seconds_count",
+        "bpesvc_errors_total",
+    )
+    return sorted(
+        line for line in client.get("/metrics").text.splitlines() if line.startswith(keep)
+    )
 
 
 def test_metrics_recorded_alike(settings):
@@ -182,30 +206,44 @@ def test_metrics_recorded_alike(settings):
                 c.post("/v1/count", json=req)
             seen.append(_counters(c))
     assert seen[0] == seen[1]
-    assert any(line.startswith('bpesvc_tokens_total{encoding="o200k_base",op="count"}') for line in seen[0])
+    assert any(
+        line.startswith('bpesvc_tokens_total{encoding="o200k_base",op="count"}') for line in seen[0]
+    )
 
 
 def test_openapi_still_describes_count(client):
     op = client.get("/openapi.json").json()["paths"]["/v1/count"]["post"]
-    assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/CountRequest")
+    assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/CountRequest"
+    )
     assert "200" in op["responses"] and "422" in op["responses"]
 
 
 # ----------------------------------------------------------------------------------- hypothesis
 _value = st.one_of(
-    st.none(), st.booleans(), st.integers(-3, 10**6), st.floats(allow_nan=False), st.text(max_size=30),
-    st.sampled_from(NAMES + ["", "nope"]), st.lists(st.sampled_from(NAMES + ["nope"]), max_size=3),
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 10**6),
+    st.floats(allow_nan=False),
+    st.text(max_size=30),
+    st.sampled_from(NAMES + ["", "nope"]),
+    st.lists(st.sampled_from(NAMES + ["nope"]), max_size=3),
     st.lists(st.text(max_size=20), max_size=4),
 )
 _request = st.dictionaries(
-    st.sampled_from(["text", "texts", "encoding", "encodings", "limit", "extra"]), _value, max_size=4
+    st.sampled_from(["text", "texts", "encoding", "encodings", "limit", "extra"]),
+    _value,
+    max_size=4,
 )
 _good = st.fixed_dictionaries(
     {"text": st.text(max_size=200)},
     optional={"encoding": st.sampled_from(NAMES), "limit": st.integers(0, 100)},
 ) | st.fixed_dictionaries(
     {"texts": st.lists(st.text(max_size=50), max_size=5)},
-    optional={"encodings": st.lists(st.sampled_from(NAMES), min_size=1, max_size=3), "limit": st.integers(0, 100)},
+    optional={
+        "encodings": st.lists(st.sampled_from(NAMES), min_size=1, max_size=3),
+        "limit": st.integers(0, 100),
+    },
 )
 
 
@@ -229,7 +267,9 @@ def test_lean_handler_answers_what_the_schema_accepts(pair, monkeypatch):
         _same(pair, json.dumps(req).encode())
     for req in SCHEMA_INVALID + COERCED:
         _same(pair, json.dumps(req).encode())
-    assert answered == [True] * (len(VALID) + len(LIMITS)) + [False] * (len(SCHEMA_INVALID) + len(COERCED))
+    assert answered == [True] * (len(VALID) + len(LIMITS)) + [False] * (
+        len(SCHEMA_INVALID) + len(COERCED)
+    )
 
 
 def test_only_declared_routes_are_lean(client):
@@ -280,7 +320,10 @@ ENCODE = [
     {"text": "x", "encoding": "o200k_base"},
     {"text": "x", "encoding": "nope"},
     {"text": "\ud800 lone", "return_offsets": True},
-    {"text": TEXT, "return_offsets": True},  # above max_offsets? no: checks the offsets path on a longer text
+    {
+        "text": TEXT,
+        "return_offsets": True,
+    },  # above max_offsets? no: checks the offsets path on a longer text
     {"text": 1},
     {"text": "x", "extra": 1},
     {"text": "x", "allowed_special": "some"},
@@ -294,7 +337,10 @@ CHUNK = [
     {"text": "x", "max_tokens": 1, "encoding": "nope"},
     {"text": "x", "max_tokens": 200_000},  # above max_tokens
     {"texts": ["x"] * 9, "max_tokens": 5},  # above max_texts
-    {"text": TEXT * 40, "max_tokens": 1},  # above max_chunks? the estimate is refused before chunking
+    {
+        "text": TEXT * 40,
+        "max_tokens": 1,
+    },  # above max_chunks? the estimate is refused before chunking
     {"text": "x", "max_tokens": 5, "overlap": 5},
     {"text": "x", "texts": ["y"], "max_tokens": 5},
     {"text": "x"},
@@ -302,8 +348,11 @@ CHUNK = [
 ]
 
 
-@pytest.mark.parametrize("path,req", [("/v1/encode", r) for r in ENCODE] + [("/v1/chunk", r) for r in CHUNK],
-                         ids=[f"encode-{i}" for i in range(len(ENCODE))] + [f"chunk-{i}" for i in range(len(CHUNK))])
+@pytest.mark.parametrize(
+    "path,req",
+    [("/v1/encode", r) for r in ENCODE] + [("/v1/chunk", r) for r in CHUNK],
+    ids=[f"encode-{i}" for i in range(len(ENCODE))] + [f"chunk-{i}" for i in range(len(CHUNK))],
+)
 def test_encode_and_chunk_answered_alike(pair, path, req):
     _same(pair, json.dumps(req).encode(), path=path)
     _same(pair, json.dumps(req, ensure_ascii=False).encode("utf-8", "surrogatepass"), path=path)

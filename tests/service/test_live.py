@@ -36,7 +36,12 @@ def test_live_endpoints_equal_library(live):
             assert body["count"] == enc.count(text)
             body = c.post("/v1/encode", json={"text": text, "encoding": name}).json()
             assert body["tokens"] == enc.encode(text)
-            assert c.post("/v1/decode", json={"tokens": body["tokens"], "encoding": name}).json()["text"] == text
+            assert (
+                c.post("/v1/decode", json={"tokens": body["tokens"], "encoding": name}).json()[
+                    "text"
+                ]
+                == text
+            )
 
 
 def test_live_concurrent_requests(live):
@@ -55,7 +60,12 @@ def test_live_concurrent_requests(live):
 def test_live_bad_input_never_kills_the_worker(live):
     with httpx.Client(base_url=live.url) as c:
         assert c.post("/v1/count", json={"text": "a" * 1_100_000}).status_code == 413
-        assert c.post("/v1/count", content=b"\xff\xfe", headers={"content-type": "application/json"}).status_code == 400
+        assert (
+            c.post(
+                "/v1/count", content=b"\xff\xfe", headers={"content-type": "application/json"}
+            ).status_code
+            == 400
+        )
         assert c.post("/v1/count", json={"texts": ["a"] * 9}).status_code == 422
         assert c.post("/v1/decode", json={"tokens": [2**31]}).status_code == 400
         assert c.post("/v1/count", json={"text": "x", "encoding": "nope"}).status_code == 404
@@ -72,7 +82,9 @@ def test_live_bad_input_never_kills_the_worker(live):
 
 def test_live_request_log_line(live):
     secret = "do-not-log-this-text-" + str(time.time())
-    r = httpx.post(live.url + "/v1/count", json={"text": secret}, headers={"X-Request-ID": "live-req-1"})
+    r = httpx.post(
+        live.url + "/v1/count", json={"text": secret}, headers={"X-Request-ID": "live-req-1"}
+    )
     assert r.headers["x-request-id"] == "live-req-1"
     deadline = time.monotonic() + 5
     while True:
@@ -82,7 +94,11 @@ def test_live_request_log_line(live):
         time.sleep(0.05)
     (line,) = lines
     assert line["msg"] == "request" and line["status"] == 200 and line["route"] == "/v1/count"
-    assert line["encoding"] == "cl100k_base" and line["tokens"] == r.json()["count"] and line["latency_ms"] > 0
+    assert (
+        line["encoding"] == "cl100k_base"
+        and line["tokens"] == r.json()["count"]
+        and line["latency_ms"] > 0
+    )
     assert secret not in live.output()
 
 
@@ -140,8 +156,13 @@ def test_python_m_service(start_server):
     """`python -m service` (what `bpecore serve` runs): settings from BPESVC_*, uvloop + httptools."""
     import sys
 
-    server = start_server({"BPESVC_ENCODINGS": '["o200k_base"]', "BPESVC_DEFAULT_ENCODING": "o200k_base"},
-                          cmd=[sys.executable, "-m", "service"])
+    server = start_server(
+        {"BPESVC_ENCODINGS": '["o200k_base"]', "BPESVC_DEFAULT_ENCODING": "o200k_base"},
+        cmd=[sys.executable, "-m", "service"],
+    )
     server.wait_ready()
-    assert httpx.post(server.url + "/v1/count", json={"text": "hello world"}).json()["encoding"] == "o200k_base"
+    assert (
+        httpx.post(server.url + "/v1/count", json={"text": "hello world"}).json()["encoding"]
+        == "o200k_base"
+    )
     assert server.stop(), server.output()

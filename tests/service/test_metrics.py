@@ -44,4 +44,6 @@ def test_domain_counters(client, cl100k):
 
 def test_error_counter(client):
     client.post("/v1/count", json={"text": "a", "encoding": "nope"})
-    assert metric(client.get("/metrics").text, "bpesvc_errors_total", type="encoding_not_found") >= 1
+    assert (
+        metric(client.get("/metrics").text, "bpesvc_errors_total", type="encoding_not_found") >= 1
+    )

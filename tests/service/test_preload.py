@@ -9,14 +9,17 @@ from service import preload
 from service.config import Settings
 
 
-@pytest.mark.parametrize("raw, names", [
-    (None, []),  # unset: every shipped encoding
-    ('["cl100k_base"]', ["cl100k_base"]),
-    ('["o200k_base", "mine"]', ["o200k_base", "mine"]),
-    ("cl100k_base", None),  # not JSON: pydantic-settings refuses it; nothing preloaded
-    ('{"a": 1}', None),
-    ("[1]", None),
-])
+@pytest.mark.parametrize(
+    "raw, names",
+    [
+        (None, []),  # unset: every shipped encoding
+        ('["cl100k_base"]', ["cl100k_base"]),
+        ('["o200k_base", "mine"]', ["o200k_base", "mine"]),
+        ("cl100k_base", None),  # not JSON: pydantic-settings refuses it; nothing preloaded
+        ('{"a": 1}', None),
+        ("[1]", None),
+    ],
+)
 def test_names_from_env(monkeypatch, raw, names):
     monkeypatch.delenv("BPESVC_ENCODINGS", raising=False)
     if raw is not None:

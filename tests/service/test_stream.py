@@ -12,7 +12,21 @@ from starlette.websockets import WebSocketDisconnect
 
 import bpecore
 
-FRAMES = ["Hel", "lo wor", "ld", "  ", " \n", "Ünï", "cödé ☃", " 日本", "語", "", "!!!", " " * 7, "end."]
+FRAMES = [
+    "Hel",
+    "lo wor",
+    "ld",
+    "  ",
+    " \n",
+    "Ünï",
+    "cödé ☃",
+    " 日本",
+    "語",
+    "",
+    "!!!",
+    " " * 7,
+    "end.",
+]
 
 
 def test_stream_counts_after_every_frame(client, cl100k):
@@ -22,8 +36,12 @@ def test_stream_counts_after_every_frame(client, cl100k):
             ws.send_text(frame)
             sent += frame
             reply = ws.receive_json()
-            assert reply == {"count": cl100k.count(sent), "bytes": len(sent.encode()), "frames": i,
-                             "within_limit": None}
+            assert reply == {
+                "count": cl100k.count(sent),
+                "bytes": len(sent.encode()),
+                "frames": i,
+                "within_limit": None,
+            }
         metrics = client.get("/metrics").text
         assert "bpesvc_streams_open 1.0" in metrics
         assert 'bpesvc_tokens_total{encoding="cl100k_base",op="stream"}' in metrics
@@ -77,7 +95,9 @@ def test_stream_over_byte_limit_closes_1009():
     from service.config import Settings
     from service.main import create_app
 
-    app = create_app(Settings(max_stream_bytes=10, encodings=["cl100k_base"], load_in_background=False))
+    app = create_app(
+        Settings(max_stream_bytes=10, encodings=["cl100k_base"], load_in_background=False)
+    )
     with TestClient(app) as c, c.websocket_connect("/v1/stream") as ws:
         ws.send_text("hello")
         assert ws.receive_json()["count"] == 1

@@ -24,7 +24,9 @@ def test_count_equals_library(client, name, text):
     body = r.json()
     assert body["encoding"] == name
     assert body["count"] == bpecore.get_encoding(name).count(text)
-    assert body["results"] == [{"encoding": name, "count": body["count"], "counts": None, "within_limit": None}]
+    assert body["results"] == [
+        {"encoding": name, "count": body["count"], "counts": None, "within_limit": None}
+    ]
 
 
 def test_count_default_encoding(client, cl100k):
@@ -73,9 +75,12 @@ def test_encode_special_policy(client, cl100k):
     allowed = client.post("/v1/encode", json={"text": text, "allowed_special": "all"}).json()
     assert allowed["tokens"] == cl100k.encode(text, allowed_special="all")
     some = client.post(
-        "/v1/encode", json={"text": text, "allowed_special": ["<|endoftext|>"], "disallowed_special": []}
+        "/v1/encode",
+        json={"text": text, "allowed_special": ["<|endoftext|>"], "disallowed_special": []},
     ).json()
-    assert some["tokens"] == cl100k.encode(text, allowed_special={"<|endoftext|>"}, disallowed_special=())
+    assert some["tokens"] == cl100k.encode(
+        text, allowed_special={"<|endoftext|>"}, disallowed_special=()
+    )
     r = client.post("/v1/encode", json={"text": text})
     assert r.status_code == 400
     assert r.json()["error"]["type"] == "disallowed_special_token"
@@ -84,7 +89,9 @@ def test_encode_special_policy(client, cl100k):
 
 @pytest.mark.parametrize("text", ["hello world", "Ünïcödé ☃ 日本語 🎉", "x<|endoftext|>y"])
 def test_encode_offsets_are_char_offsets(client, cl100k, text):
-    body = client.post("/v1/encode", json={"text": text, "allowed_special": "all", "return_offsets": True}).json()
+    body = client.post(
+        "/v1/encode", json={"text": text, "allowed_special": "all", "return_offsets": True}
+    ).json()
     offsets = body["offsets"]
     assert [o["id"] for o in offsets] == body["tokens"]
     assert offsets[0]["start"] == 0 and offsets[-1]["end"] == len(text)
@@ -136,6 +143,8 @@ def test_encodings(client):
 
 
 def test_lone_surrogate_is_replaced(client, cl100k):
-    r = client.post("/v1/count", content=b'{"text": "a\\ud800b"}', headers={"content-type": "application/json"})
+    r = client.post(
+        "/v1/count", content=b'{"text": "a\\ud800b"}', headers={"content-type": "application/json"}
+    )
     assert r.status_code == 200
     assert r.json()["count"] == cl100k.count("a\ufffdb")

@@ -17,8 +17,9 @@ else:
     # refuses by default; tiktoken's own run never draws them, as its package is installed. Count
     # bpecore as installed, as it is for a tiktoken user (a no-op if Hypothesis changes this).
     try:
-        import bpecore
         from hypothesis.internal import scrutineer
+
+        import bpecore
 
         scrutineer.SITE_PACKAGES_DIRS.add(Path(bpecore.__file__).resolve().parent)
     except (ImportError, AttributeError):
