@@ -2,12 +2,19 @@
 
 from bpecore.appendable import AppendableCounter as AppendableCounter
 from bpecore.appendable import PrependableCounter as PrependableCounter
+from bpecore.chat import CHAT_RULES as CHAT_RULES
+from bpecore.chat import ChatCount as ChatCount
+from bpecore.chat import ChatCounter as ChatCounter
 from bpecore.chat import count_messages as count_messages
+from bpecore.chat import count_request as count_request
+from bpecore.chat import fits as fits
+from bpecore.chat import trim_to_budget as trim_to_budget
 from bpecore.chunker import Chunk as Chunk
 from bpecore.chunker import chunk as chunk
 from bpecore.chunker import chunk_batch as chunk_batch
 from bpecore.encoding import Encoding as Encoding
 from bpecore.encoding import UnknownTokenError as UnknownTokenError
+from bpecore.images import image_size as image_size
 from bpecore.interval import IntervalCounter as IntervalCounter
 from bpecore.load import VocabError as VocabError
 from bpecore.model import encoding_for_model as encoding_for_model
@@ -32,6 +39,13 @@ __all__ = [
     "chunk",
     "chunk_batch",
     "count_messages",
+    "CHAT_RULES",
+    "ChatCount",
+    "ChatCounter",
+    "count_request",
+    "fits",
+    "trim_to_budget",
+    "image_size",
     "train",
     "VocabError",
     "get_encoding",

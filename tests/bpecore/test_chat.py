@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import io
+import struct
+
 import pytest
 
 import bpecore
-from bpecore.chat import count_messages
+from bpecore.chat import count_messages, count_request
+from bpecore.images import image_size, patch_count, tile_count
 
 # The cookbook's example request ("How to count tokens with tiktoken", section 6).
 EXAMPLE = [
@@ -191,12 +196,240 @@ def test_unknown_model_lists_known_ones():
 
 
 @pytest.mark.parametrize(
-    "message",
+    "message,match",
     [
-        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x"}}]},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]},
+        (
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x"}}]},
+            "not fetched",
+        ),
+        ({"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}, "function.name"),
+        (
+            {
+                "role": "user",
+                "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}],
+            },
+            "duration",
+        ),
+        ({"role": "user", "content": [{"type": "file", "file": {}}]}, "published"),
+        ({"role": "user", "content": "x", "extra": 3}, "published"),
     ],
 )
-def test_fields_without_published_rule_raise(message):
-    with pytest.raises(ValueError, match="published"):
+def test_parts_without_rule_raise_clearly(message, match):
+    with pytest.raises(ValueError, match=match):
         count_messages([message])
+
+
+# ------------------------------------------------------------------ part 1: whole requests
+def _enc(name="o200k_base"):
+    return bpecore.get_encoding(name)
+
+
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "get_current_weather", "arguments": '{"location": "Paris"}'},
+}
+
+
+def _call_tokens(enc, name, args):
+    # <|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|>
+    return (
+        5
+        + enc.count("assistant")
+        + enc.count(f"commentary to=functions.{name} ")
+        + enc.count("json")
+        + enc.count(args)
+    )
+
+
+def test_tool_calls_and_results_are_harmony_estimates():
+    enc = _enc()
+    msgs = TOOL_MESSAGES + [
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "22 C, sunny"},
+    ]
+    r = count_request({"model": "gpt-4o", "messages": msgs, "tools": TOOLS})
+    assert not r.exact and any("tool calls" in e for e in r.estimated)
+    assert r.messages[2] == _call_tokens(enc, "get_current_weather", CALL["function"]["arguments"])
+    assert r.messages[3] == (
+        4
+        + enc.count("functions.get_current_weather to=assistant")
+        + enc.count("commentary")
+        + enc.count("22 C, sunny")
+    )
+    assert r.total == 101 + r.messages[2] + r.messages[3]  # 101: the cookbook's published count
+    assert r.total == sum(r.messages) + r.tools + r.priming
+    legacy = [
+        msgs[2] | {"tool_calls": None, "function_call": CALL["function"]},
+        {"role": "function", "name": "get_current_weather", "content": "22 C, sunny"},
+    ]
+    legacy_r = count_request(
+        {"messages": TOOL_MESSAGES + legacy, "functions": [TOOLS[0]["function"]]}
+    )
+    assert legacy_r.total == r.total
+
+
+def test_assistant_text_with_tool_calls_counts_both():
+    enc = _enc()
+    msg = {"role": "assistant", "content": "Checking.", "tool_calls": [CALL]}
+    base = 3 + enc.count("assistant") + enc.count("Checking.")
+    assert (
+        count_messages([msg])
+        == base + _call_tokens(enc, "get_current_weather", CALL["function"]["arguments"]) + 3
+    )
+
+
+def test_cookbook_requests_are_exact_and_newer_models_are_not():
+    assert count_request({"model": "gpt-4o", "messages": EXAMPLE}).exact
+    r = count_request({"model": "gpt-4.1", "messages": EXAMPLE})
+    assert not r.exact and r.estimated == ("gpt-4.1: overheads not published (gpt-4o's used)",)
+    assert r.total == 124
+
+
+def test_nested_tool_parameters_use_the_harmony_typescript_rendering():
+    enc = _enc()
+    fn = {
+        "name": "search",
+        "description": "Search the docs.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to look for"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "mode": {"type": "string", "enum": ["fast", "full"], "default": "fast"},
+            },
+            "required": ["query"],
+        },
+    }
+    ts = (
+        "// Search the docs.\n"
+        "type search = (_: {\n"
+        "// What to look for\n"
+        "query: string,\n"
+        "tags?: string[],\n"
+        'mode?: "fast" | "full", // default: "fast"\n'
+        "}) => any;\n"
+    )
+    r = count_request({"messages": [], "tools": [{"type": "function", "function": fn}]})
+    assert r.tools == 7 + enc.count(ts) + 12
+    assert not r.exact
+
+
+def test_tool_choice_and_response_format():
+    enc = _enc()
+    base = count_request({"messages": TOOL_MESSAGES, "tools": TOOLS})
+    for choice in ("auto", "none", None):
+        assert (
+            count_request({"messages": TOOL_MESSAGES, "tools": TOOLS, "tool_choice": choice})
+            == base
+        )
+    forced = count_request(
+        {
+            "messages": TOOL_MESSAGES,
+            "tools": TOOLS,
+            "tool_choice": {"type": "function", "function": {"name": "get_current_weather"}},
+        }
+    )
+    assert forced.total - base.total == 2 + enc.count(
+        "commentary to=functions.get_current_weather "
+    ) + enc.count("json")
+    assert not forced.exact
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+    r = count_request({"messages": TOOL_MESSAGES, "response_format": fmt})
+    text = (
+        '# Response Formats\n\n## reply\n\n{"type":"object","properties":{"a":{"type":"integer"}}}'
+    )
+    assert r.tools == enc.count(text)
+    with pytest.raises(ValueError, match="tool_choice"):
+        count_request({"messages": [], "tool_choice": "sometimes"})
+
+
+def test_unknown_request_fields_are_ignored():
+    body = {"model": "gpt-4o", "messages": EXAMPLE, "temperature": 0.2, "stream": True}
+    assert count_request(body).total == 124
+
+
+# ------------------------------------------------------------------ part 2: images
+def _image_msg(**image):
+    return [{"role": "user", "content": [{"type": "image_url", "image_url": image}]}]
+
+
+def _overhead(model="gpt-4o"):
+    return count_messages([{"role": "user", "content": ""}], model=model)
+
+
+@pytest.mark.parametrize(
+    "model,w,h,detail,tokens",
+    [
+        ("gpt-4o", 1024, 1024, "high", 765),  # OpenAI's worked example
+        ("gpt-4o", 2048, 4096, "high", 1105),  # OpenAI's worked example
+        ("gpt-4o", 4096, 8192, "low", 85),
+        ("gpt-4o-2024-08-06", 512, 512, "high", 255),
+        ("gpt-4.1", 1024, 1024, "high", 765),
+        ("gpt-5", 1024, 1024, "high", 70 + 4 * 140),
+        ("gpt-4o-mini", 1024, 1024, "high", 2833 + 4 * 5667),
+        ("o1", 1024, 1024, "high", 75 + 4 * 150),
+        ("o3", 2048, 4096, "low", 75),
+        ("gpt-4.1-mini", 1024, 1024, "high", round(1024 * 1.62)),
+        ("gpt-5-nano", 1800, 2400, "low", round(1452 * 2.46)),
+        ("o4-mini", 1800, 2400, "high", round(1452 * 1.72)),
+    ],
+)
+def test_image_tokens(model, w, h, detail, tokens):
+    msgs = _image_msg(url="https://example.com/cat.png", detail=detail, width=w, height=h)
+    r = count_request({"model": model, "messages": msgs})
+    assert r.total - _overhead(model) == tokens
+
+
+def test_image_geometry_worked_examples():
+    assert tile_count(1024, 1024) == 4 and tile_count(2048, 4096) == 6
+    assert tile_count(100, 100) == 1 and tile_count(768, 2000) == 2 * 4
+    assert patch_count(1024, 1024) == 1024 and patch_count(1800, 2400) == 1452
+    assert patch_count(10_000, 10_000) <= 1536
+
+
+def test_auto_detail_is_high_and_an_estimate():
+    msgs = _image_msg(url="https://x/y.png", width=1024, height=1024)
+    r = count_request({"messages": msgs})
+    assert r.total - _overhead() == 765 and not r.exact
+    r = count_request({"messages": _image_msg(url="x", width=1024, height=1024, detail="high")})
+    assert r.exact
+
+
+def test_remote_image_is_not_fetched_and_says_what_is_missing():
+    with pytest.raises(ValueError, match="not fetched.*width and height"):
+        count_request({"messages": _image_msg(url="https://example.com/cat.png", detail="high")})
+    with pytest.raises(ValueError, match="no published image token rule"):
+        count_messages(_image_msg(url="x", width=1, height=1), model="gpt-3.5-turbo")
+
+
+@pytest.mark.parametrize(
+    "fmt,options",
+    [("PNG", {}), ("JPEG", {}), ("GIF", {}), ("WEBP", {}), ("WEBP", {"lossless": True})],
+)
+@pytest.mark.parametrize("size", [(1, 1), (1024, 1024), (2048, 4096 // 3), (3001, 17)])
+def test_data_url_size_from_header(fmt, options, size):
+    pil = pytest.importorskip("PIL.Image")
+    buf = io.BytesIO()
+    pil.new("RGB", size, (200, 30, 30)).save(buf, format=fmt, **options)
+    url = f"data:image/{fmt.lower()};base64," + base64.b64encode(buf.getvalue()).decode()
+    assert image_size(url) == size
+    msgs = _image_msg(url=url, detail="high")
+    assert count_messages(msgs) == count_messages(
+        _image_msg(url="https://x", detail="high", width=size[0], height=size[1])
+    )
+
+
+def test_jpeg_size_after_a_large_exif_block():
+    sof = b"\xff\xc0\x00\x11\x08" + struct.pack(">HH", 480, 640) + b"\x03" + b"\x00" * 9
+    app1 = b"\xff\xe1" + struct.pack(">H", 60_002) + b"\x00" * 60_000
+    data = b"\xff\xd8" + app1 + sof + b"\xff\xd9"
+    assert image_size("data:image/jpeg;base64," + base64.b64encode(data).decode()) == (640, 480)
+
+
+def test_data_url_errors():
+    with pytest.raises(ValueError, match="not a PNG, JPEG, GIF or WebP"):
+        image_size("data:image/png;base64," + base64.b64encode(b"hello world").decode())
+    with pytest.raises(ValueError, match="base64"):
+        image_size("data:image/png,rawbytes")
