@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import io
+import random
 import struct
 
 import pytest
 
 import bpecore
-from bpecore.chat import count_messages, count_request
+from bpecore.chat import ChatCounter, count_messages, count_request, fits, trim_to_budget
 from bpecore.images import image_size, patch_count, tile_count
 
 # The cookbook's example request ("How to count tokens with tiktoken", section 6).
@@ -433,3 +434,111 @@ def test_data_url_errors():
         image_size("data:image/png;base64," + base64.b64encode(b"hello world").decode())
     with pytest.raises(ValueError, match="base64"):
         image_size("data:image/png,rawbytes")
+
+
+# ------------------------------------------------------------------ part 5: growing histories
+WORDS = ["hello", " world", "日本語", "\n\n", " the", "  ", "tool", "!", "ünï", " 12345", "code"]
+
+
+def _history(rng, turns, system=True):
+    """A random history: system prompt, user/assistant turns, tool calls with their results."""
+    msgs = [{"role": "system", "content": "You are terse."}] if system else []
+    for t in range(turns):
+        text = "".join(rng.choice(WORDS) for _ in range(rng.randint(0, 12)))
+        kind = rng.random()
+        if kind < 0.2:
+            ids = [f"call_{t}_{j}" for j in range(rng.randint(1, 2))]
+            calls = [
+                {
+                    "id": i,
+                    "type": "function",
+                    "function": {"name": "get_current_weather", "arguments": '{"x": 1}'},
+                }
+                for i in ids
+            ]
+            msgs.append({"role": "assistant", "content": None, "tool_calls": calls})
+            msgs += [{"role": "tool", "tool_call_id": i, "content": text} for i in ids]
+        else:
+            msgs.append({"role": rng.choice(["user", "assistant"]), "content": text})
+    return msgs
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_chat_counter_equals_recounting_every_prefix(seed):
+    rng = random.Random(seed)
+    msgs = _history(rng, 30)
+    counter = ChatCounter("gpt-4o", TOOLS)
+    for i, m in enumerate(msgs):
+        counter.add(m)
+        brute = count_request({"model": "gpt-4o", "messages": msgs[: i + 1], "tools": TOOLS})
+        assert counter.total == brute.total
+        assert tuple(counter.counts) == brute.messages
+        assert counter.result() == brute
+
+
+def test_fits_agrees_with_the_count_and_stops_once_over():
+    msgs = _history(random.Random(7), 20)
+    total = count_request({"messages": msgs}).total
+    for budget in range(total - 3, total + 3):
+        assert fits({"messages": msgs}, budget) == (total <= budget)
+    # Over budget after the first message: the malformed second one is never looked at.
+    bad = [{"role": "user", "content": "a long message " * 20}, {"role": "user", "content": 5}]
+    assert fits({"messages": bad}, 10) is False
+    with pytest.raises(ValueError):
+        fits({"messages": bad}, 10_000)
+
+
+def _total(msgs, model="gpt-4o"):
+    return count_request({"model": model, "messages": msgs}).total
+
+
+def _check_trim(msgs, budget, out):
+    """The properties trim_to_budget promises, each checked by recounting from scratch.
+
+    ``msgs`` has its one system message first.
+    """
+    assert _total(out) <= budget
+    assert out[0] == msgs[0]  # the system message is never dropped
+    tail = out[1:]
+    start = len(msgs) - len(tail)
+    assert tail[1:] == msgs[start + 1 :]  # the newest messages, whole
+    calls = {c["id"] for m in out for c in m.get("tool_calls") or ()}
+    assert all(m["tool_call_id"] in calls for m in out if m["role"] == "tool")
+    if tail and tail[0] != msgs[start]:  # the oldest kept message was cut
+        text, kept = msgs[start]["content"], tail[0]["content"]
+        assert kept and text.endswith(kept) and tail[0]["role"] == msgs[start]["role"]
+        longer = [msgs[0], {**tail[0], "content": text[len(text) - len(kept) - 1 :]}, *tail[1:]]
+        assert _total(longer) > budget  # the cut is the smallest that fits
+        return
+    unit = start - 1  # the newest dropped turn: a message, or a call with its results
+    if unit < 1:
+        return
+    while msgs[unit]["role"] == "tool":
+        unit -= 1
+    extra = msgs[unit:start]
+    if len(extra) == 1 and isinstance(extra[0]["content"], str) and extra[0]["content"]:
+        extra = [{**extra[0], "content": extra[0]["content"][-1:]}]
+    assert _total([msgs[0], *extra, *tail]) > budget  # not even its last character fits
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_trim_to_budget_against_recounting(seed):
+    rng = random.Random(seed)
+    msgs = _history(rng, 25)
+    full = _total(msgs)
+    floor = _total(msgs[:1])
+    for budget in sorted(
+        {floor, floor + 1, *rng.sample(range(floor, full + 5), 25), full, full + 1}
+    ):
+        out = trim_to_budget(msgs, budget, "gpt-4o")
+        _check_trim(msgs, budget, out)
+        if budget >= full:
+            assert out == msgs
+
+
+def test_trim_to_budget_errors():
+    msgs = [{"role": "system", "content": "x " * 100}, {"role": "user", "content": "hi"}]
+    with pytest.raises(ValueError, match="system messages"):
+        trim_to_budget(msgs, 20)
+    with pytest.raises(ValueError, match="keep"):
+        trim_to_budget(msgs, 1000, keep="head")
