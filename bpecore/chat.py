@@ -198,6 +198,17 @@ def _ts_function(fn: Mapping[str, Any]) -> str:
     return f"{head}type {fn['name']} = (_: {{\n{body}}}) => any;\n"
 
 
+def _check_function(fn: Mapping[str, Any], params: Mapping[str, Any]) -> None:
+    """``TypeError`` for a definition neither rendering can read (reported as malformed)."""
+    if not isinstance(fn.get("name"), str):
+        raise TypeError("a function needs a string name")
+    if not isinstance(fn.get("description") or "", str):
+        raise TypeError("a function description must be a string")
+    props = params.get("properties") or {}
+    if not isinstance(props, Mapping) or not all(isinstance(p, Mapping) for p in props.values()):
+        raise TypeError("parameters.properties must map names to JSON schemas")
+
+
 def _flat(params: Mapping[str, Any]) -> bool:
     """Whether the cookbook's function formula covers these parameters (scalar properties)."""
     for prop in (params.get("properties") or {}).values():
@@ -354,7 +365,8 @@ class ChatCounter:
         self._note("tool results (harmony rendering)")
         name = message.get("name")
         if not isinstance(name, str):
-            name = self._call_names.get(message.get("tool_call_id"), "tool")
+            call_id = message.get("tool_call_id")
+            name = self._call_names.get(call_id, "tool") if isinstance(call_id, str) else "tool"
         content = self._value("content", message.get("content"))
         return (
             CHAT_RULES["tool_result_specials"]
@@ -428,6 +440,7 @@ class ChatCounter:
         for tool in tools:
             fn = tool.get("function", tool)
             params = fn.get("parameters") or {}
+            _check_function(fn, params)
             total += fam.func_init
             if not _flat(params):
                 self._note("tool parameters beyond the cookbook formula (harmony TypeScript)")

@@ -283,29 +283,111 @@ class ChunkResponse(Response):
 
 
 # ----------------------------------------------------------------------------------- chat
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class ChatModel(BaseModel):
+    # Message parts are refused when they carry a field the counter does not know: a field it
+    # cannot see is a field it cannot count.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    role: str = Field(description="'system', 'user', 'assistant', 'tool', ...")
-    content: str | list[dict[str, Any]] | None = Field(
-        default=None, description="Message text, or a list of content parts ({type: 'text', text})."
+
+class ChatFunctionCall(ChatModel):
+    name: str = Field(description="The function called.")
+    arguments: str = Field(default="", description="Its arguments, a JSON string.")
+
+
+class ChatToolCall(ChatModel):
+    id: str | None = Field(default=None, description="Call id, which the tool result refers to.")
+    type: Literal["function"] = Field(default="function", description="Always 'function'.")
+    function: ChatFunctionCall = Field(description="The function called and its arguments.")
+
+
+class ChatImageURL(ChatModel):
+    url: str = Field(
+        description="A base64 data URL (its size is read from the header bytes) or a remote URL "
+        "(never fetched: give width and height)."
+    )
+    detail: Literal["auto", "low", "high"] | None = Field(
+        default=None, description="OpenAI's detail level; auto (the default) is counted as high."
+    )
+    width: int | None = Field(default=None, ge=1, description="Image width in pixels.")
+    height: int | None = Field(default=None, ge=1, description="Image height in pixels.")
+
+
+class ChatContentPart(ChatModel):
+    type: Literal["text", "image_url", "input_audio", "refusal"] = Field(
+        description="Part kind; input_audio is refused (audio is billed by duration)."
+    )
+    text: str | None = Field(default=None, description="The text of a 'text' part.")
+    image_url: ChatImageURL | None = Field(
+        default=None, description="The image of an 'image_url' part."
+    )
+    input_audio: dict[str, Any] | None = Field(default=None, description="Audio (refused).")
+    refusal: str | None = Field(default=None, description="The text of a 'refusal' part.")
+
+
+class ChatMessage(ChatModel):
+    role: str = Field(description="'system', 'developer', 'user', 'assistant', 'tool', ...")
+    content: str | list[ChatContentPart] | None = Field(
+        default=None, description="Message text, or a list of content parts (text, image_url)."
     )
     name: str | None = Field(default=None, description="Optional participant name.")
+    tool_calls: list[ChatToolCall] | None = Field(
+        default=None, description="An assistant message's tool calls."
+    )
+    tool_call_id: str | None = Field(
+        default=None, description="A tool message's call id (the call names the tool)."
+    )
+    function_call: ChatFunctionCall | None = Field(
+        default=None, description="Legacy: an assistant message's function call."
+    )
+    refusal: str | None = Field(default=None, description="An assistant message's refusal text.")
 
 
 class ChatCountRequest(Request):
-    messages: list[ChatMessage] = Field(description="OpenAI-style chat messages.")
+    # A whole OpenAI chat request body: fields that never reach the prompt (temperature, stream,
+    # ...) are ignored rather than refused, so a gateway can send the body it is about to forward.
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    messages: list[ChatMessage] = Field(description="OpenAI chat messages.")
     model: str = Field(
-        default="gpt-4o", description="Model whose message overheads and encoding apply."
+        default="gpt-4o",
+        description="Model whose message overheads, image rules and encoding apply.",
     )
     tools: list[dict[str, Any]] | None = Field(
-        default=None, description="OpenAI-style tool (function) definitions."
+        default=None, description="OpenAI tool (function) definitions."
+    )
+    functions: list[dict[str, Any]] | None = Field(
+        default=None, description="Legacy function definitions (used when tools is absent)."
+    )
+    tool_choice: str | dict[str, Any] | None = Field(
+        default=None,
+        description="'auto', 'none', 'required' or {type: 'function', function: {name}}.",
+    )
+    function_call: str | dict[str, Any] | None = Field(
+        default=None, description="Legacy tool_choice (used when tool_choice is absent)."
+    )
+    response_format: dict[str, Any] | None = Field(
+        default=None, description="{type: 'text' | 'json_object' | 'json_schema', json_schema?}."
     )
 
 
 class ChatCountResponse(Response):
     model: str = Field(description="The model counted for.")
     count: int = Field(description="Prompt tokens the request costs, overheads included.")
+    exact: bool = Field(
+        description="True when every part was counted by a rule OpenAI publishes; false for an "
+        "estimate (see estimated)."
+    )
+    estimated: list[str] = Field(
+        description="Which parts were estimated, and how (empty if exact)."
+    )
+    messages: list[int] = Field(description="Tokens of each message, its overheads included.")
+    tools: int = Field(
+        description="Tokens of the tool definitions, tool_choice and response_format."
+    )
+    priming: int = Field(
+        description="Tokens priming the reply (count = messages + tools + priming)."
+    )
+    rules_version: str = Field(description="Version of the table of counting constants used.")
 
 
 # ----------------------------------------------------------------------------------- encodings

@@ -1,10 +1,10 @@
-"""POST /v1/chat/count."""
+"""POST /v1/chat/count: a whole OpenAI chat request body, counted as the model sees it."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from bpecore.chat import count_messages
+from bpecore.chat import count_request
 from service.deps import Ctx, reply
 from service.errors import APIError
 from service.schemas import COMMON_ERRORS, ChatCountRequest, ChatCountResponse
@@ -14,14 +14,26 @@ router = APIRouter(prefix="/v1", tags=["chat"], responses=COMMON_ERRORS)
 
 @router.post("/chat/count", response_model=ChatCountResponse, summary="Count a chat request")
 def chat_count(body: ChatCountRequest, ctx: Ctx) -> Response:
-    """Prompt tokens of OpenAI-style chat messages (and tools) for a model, overheads included."""
+    """Prompt tokens of an OpenAI chat request (messages, tools, tool_choice, response_format),
+    per message, and whether the count is exact or an estimate. Other request fields are ignored."""
     ctx.check_max("number of messages", len(body.messages), ctx.settings.max_texts)
-    messages = [m.model_dump(exclude_none=True) for m in body.messages]
+    request = body.model_dump(exclude_none=True)
     try:
-        n = count_messages(messages, model=body.model, tools=body.tools)
+        r = count_request(request)
     except ValueError as e:
         if str(e).startswith("unknown chat model"):
             raise APIError(404, "model_not_found", str(e)) from None
         raise APIError(422, "unsupported_message", str(e)) from None
-    ctx.info.update(op="chat_count", tokens=n)
-    return reply(ChatCountResponse(model=body.model, count=n))
+    ctx.info.update(op="chat_count", tokens=r.total)
+    return reply(
+        ChatCountResponse(
+            model=body.model,
+            count=r.total,
+            exact=r.exact,
+            estimated=list(r.estimated),
+            messages=list(r.messages),
+            tools=r.tools,
+            priming=r.priming,
+            rules_version=r.rules_version,
+        )
+    )
