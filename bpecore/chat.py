@@ -16,6 +16,9 @@ documents it, counts that text, and marks the result an estimate (``ChatCount.ex
 arrays, unions: the ``namespace functions { ... }`` TypeScript rendering), ``detail: auto`` images
 (counted as ``high``), and models whose overheads are not published (gpt-4o's are used).
 Every constant is in ``CHAT_RULES``, versioned by ``CHAT_RULES["version"]``.
+
+``gpt-oss-*`` requests are exact: rendered in the harmony format and counted with o200k_harmony
+(``bpecore.harmony``), checked against the ``openai-harmony`` package's renderer.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bpecore.harmony import typescript
 from bpecore.images import image_size, patch_count, tile_count
 
 __all__ = [
@@ -56,7 +60,7 @@ class _Family:
 
 #: Every constant the chat counts use. Bump "version" whenever a number or a rendering changes.
 CHAT_RULES: dict[str, Any] = {
-    "version": "2026-11-24.1",
+    "version": "2026-11-24.2",
     # OpenAI cookbook, "How to count tokens with tiktoken" (published; exact for its examples).
     "published": {
         "gpt-3.5-turbo-0301": _Family("cl100k_base", 4, -1, 3, 10, 3, 3, -3, 3, 12),
@@ -102,12 +106,13 @@ CHAT_RULES: dict[str, Any] = {
     },
     "patch_cap": 1536,
     # Estimates: the harmony format's renderings (special tokens count 1 each).
-    # assistant tool call: <|start|>assistant<|channel|>commentary to=functions.{name}
+    # (bpecore.harmony; each text piece is encoded on its own, as the reference renderer does)
+    # assistant tool call: <|start|>assistant to=functions.{name}<|channel|>commentary
     #   <|constrain|>json<|message|>{arguments}<|call|>
     "tool_call_specials": 5,
     # tool result: <|start|>functions.{name} to=assistant<|channel|>commentary<|message|>{content}<|end|>
     "tool_result_specials": 4,
-    # forced tool_choice: the reply is primed with <|channel|>commentary to=functions.{name} <|constrain|>json
+    # forced tool_choice: the reply is primed with to=functions.{name}<|channel|>commentary <|constrain|>json
     "forced_call_specials": 2,
 }
 
@@ -150,52 +155,13 @@ class ChatCount:
 
 
 # ------------------------------------------------------------------------------ rendering
-def _ts_type(schema: Any) -> str:
-    """A JSON schema as the harmony format's TypeScript type."""
-    if not isinstance(schema, Mapping):
-        return "any"
-    if "enum" in schema:
-        return " | ".join(json.dumps(v) for v in schema["enum"])
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            return " | ".join(_ts_type(s) for s in schema[key])
-    t = schema.get("type")
-    if isinstance(t, list):
-        return " | ".join(_ts_type({**schema, "type": x}) for x in t)
-    if t == "object":
-        props = schema.get("properties") or {}
-        if not props:
-            return "object"
-        return "{\n" + _ts_props(props, schema.get("required") or []) + "}"
-    if t == "array":
-        return _ts_type(schema.get("items")) + "[]"
-    return {"integer": "number", "number": "number", "string": "string", "boolean": "boolean"}.get(
-        t, "null" if t == "null" else "any"
-    )
-
-
-def _ts_props(props: Mapping[str, Any], required: list[str]) -> str:
-    out = []
-    for key, prop in props.items():
-        desc = prop.get("description") if isinstance(prop, Mapping) else None
-        if desc:
-            out.append(f"// {desc}\n")
-        line = f"{key}{'' if key in required else '?'}: {_ts_type(prop)},"
-        if isinstance(prop, Mapping) and "default" in prop:
-            line += f" // default: {json.dumps(prop['default'])}"
-        out.append(line + "\n")
-    return "".join(out)
-
-
 def _ts_function(fn: Mapping[str, Any]) -> str:
     """One function of the harmony ``namespace functions { ... }`` block."""
-    head = f"// {fn['description']}\n" if fn.get("description") else ""
-    params = fn.get("parameters") or {}
-    props = params.get("properties") or {}
-    if not props:
+    head = "".join(f"// {line}\n" for line in (fn.get("description") or "").splitlines())
+    params = fn.get("parameters")
+    if params is None:
         return f"{head}type {fn['name']} = () => any;\n"
-    body = _ts_props(props, params.get("required") or [])
-    return f"{head}type {fn['name']} = (_: {{\n{body}}}) => any;\n"
+    return f"{head}type {fn['name']} = (_: {typescript(params)}) => any;\n"
 
 
 def _check_function(fn: Mapping[str, Any], params: Mapping[str, Any]) -> None:
@@ -243,6 +209,11 @@ class ChatCounter:
     ) -> None:
         from bpecore.registry import get_encoding
 
+        if model.startswith("gpt-oss"):
+            raise ValueError(
+                "gpt-oss requests are counted whole by count_request: the harmony format drops "
+                "earlier reasoning once a final answer follows, so message counts do not add up"
+            )
         self.model = model
         self._fam, published = _family(model)
         self._enc = get_encoding(self._fam.encoding)
@@ -316,6 +287,11 @@ class ChatCounter:
             raise ValueError(f"a message needs a string role, got {role!r}")
         if role in ("tool", "function"):
             return self._tool_result(message)
+        for key in ("reasoning_content", "reasoning"):
+            if message.get(key):
+                raise ValueError(
+                    f"{key} is read for gpt-oss models only (harmony's analysis channel)"
+                )
         calls = self._calls(message)
         fam = self._fam
         total = 0
@@ -338,7 +314,9 @@ class ChatCounter:
                 total += (
                     CHAT_RULES["tool_call_specials"]
                     + self._count("assistant")
-                    + self._count(f"commentary to=functions.{name} ")
+                    + self._count(f" to=functions.{name}")
+                    + self._count("commentary")
+                    + self._count(" ")
                     + self._count("json")
                     + self._count(arguments)
                 )
@@ -370,7 +348,8 @@ class ChatCounter:
         content = self._value("content", message.get("content"))
         return (
             CHAT_RULES["tool_result_specials"]
-            + self._count(f"functions.{name} to=assistant")
+            + self._count(f"functions.{name}")
+            + self._count(" to=assistant")
             + self._count("commentary")
             + content
         )
@@ -476,7 +455,9 @@ class ChatCounter:
                 self._note("forced tool_choice (harmony rendering)")
                 return (
                     CHAT_RULES["forced_call_specials"]
-                    + self._count(f"commentary to=functions.{name} ")
+                    + self._count(f" to=functions.{name}")
+                    + self._count("commentary")
+                    + self._count(" ")
                     + self._count("json")
                 )
         raise ValueError(f"tool_choice must be auto, none, required or a function, got {choice!r}")
@@ -511,6 +492,33 @@ def _counter(request: Mapping[str, Any]) -> ChatCounter:
     )
 
 
+def _count_harmony(request: Mapping[str, Any]) -> ChatCount:
+    """A gpt-oss request, rendered in the harmony format and counted with o200k_harmony."""
+    from bpecore.harmony import harmony_pieces
+    from bpecore.registry import get_encoding
+
+    enc = get_encoding("o200k_harmony")
+    per = [0] * len(request.get("messages") or ())
+    header = 0
+    for index, _channel, specials, texts in harmony_pieces(request):
+        n = specials + sum(enc.count(t) for t in texts)
+        if index < 0:
+            header += n
+        else:
+            per[index] += n
+    priming = 1 + enc.count("assistant")  # <|start|>assistant
+    return ChatCount(
+        total=sum(per) + header + priming,
+        messages=tuple(per),
+        tools=header,
+        priming=priming,
+        exact=True,
+        estimated=(),
+        model=request["model"],
+        encoding="o200k_harmony",
+    )
+
+
 def count_request(request: Mapping[str, Any]) -> ChatCount:
     """Prompt tokens of a whole OpenAI chat request body, part by part.
 
@@ -522,6 +530,8 @@ def count_request(request: Mapping[str, Any]) -> ChatCount:
     >>> count_request({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hello!"}]}).total
     9
     """
+    if str(request.get("model") or "").startswith("gpt-oss"):
+        return _count_harmony(request)
     counter = _counter(request)
     counter.extend(request.get("messages") or ())
     return counter.result()
@@ -540,8 +550,7 @@ def count_messages(
     >>> count_messages([{"role": "user", "content": "Hello!"}], model="gpt-4o")
     9
     """
-    counter = ChatCounter(model, tools)
-    return counter.extend(messages)
+    return count_request({"model": model, "messages": list(messages), "tools": tools}).total
 
 
 def fits(request: Mapping[str, Any], budget: int) -> bool:

@@ -340,6 +340,10 @@ class ChatMessage(ChatModel):
         default=None, description="Legacy: an assistant message's function call."
     )
     refusal: str | None = Field(default=None, description="An assistant message's refusal text.")
+    reasoning_content: str | None = Field(
+        default=None,
+        description="gpt-oss only: an assistant message's reasoning (harmony's analysis channel).",
+    )
 
 
 class ChatCountRequest(Request):
@@ -367,6 +371,9 @@ class ChatCountRequest(Request):
     )
     response_format: dict[str, Any] | None = Field(
         default=None, description="{type: 'text' | 'json_object' | 'json_schema', json_schema?}."
+    )
+    reasoning_effort: Literal["low", "medium", "high"] | None = Field(
+        default=None, description="gpt-oss: the harmony system message's reasoning effort."
     )
 
 

@@ -233,14 +233,10 @@ CALL = {
 
 
 def _call_tokens(enc, name, args):
-    # <|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|>
-    return (
-        5
-        + enc.count("assistant")
-        + enc.count(f"commentary to=functions.{name} ")
-        + enc.count("json")
-        + enc.count(args)
-    )
+    # <|start|>assistant to=functions.NAME<|channel|>commentary <|constrain|>json<|message|>ARGS<|call|>,
+    # each text piece encoded on its own
+    pieces = ["assistant", f" to=functions.{name}", "commentary", " ", "json", args]
+    return 5 + sum(enc.count(p) for p in pieces)
 
 
 def test_tool_calls_and_results_are_harmony_estimates():
@@ -254,7 +250,8 @@ def test_tool_calls_and_results_are_harmony_estimates():
     assert r.messages[2] == _call_tokens(enc, "get_current_weather", CALL["function"]["arguments"])
     assert r.messages[3] == (
         4
-        + enc.count("functions.get_current_weather to=assistant")
+        + enc.count("functions.get_current_weather")
+        + enc.count(" to=assistant")
         + enc.count("commentary")
         + enc.count("22 C, sunny")
     )
@@ -308,7 +305,7 @@ def test_nested_tool_parameters_use_the_harmony_typescript_rendering():
         "// What to look for\n"
         "query: string,\n"
         "tags?: string[],\n"
-        'mode?: "fast" | "full", // default: "fast"\n'
+        'mode?: "fast" | "full", // default: fast\n'
         "}) => any;\n"
     )
     r = count_request({"messages": [], "tools": [{"type": "function", "function": fn}]})
@@ -331,9 +328,8 @@ def test_tool_choice_and_response_format():
             "tool_choice": {"type": "function", "function": {"name": "get_current_weather"}},
         }
     )
-    assert forced.total - base.total == 2 + enc.count(
-        "commentary to=functions.get_current_weather "
-    ) + enc.count("json")
+    pieces = [" to=functions.get_current_weather", "commentary", " ", "json"]
+    assert forced.total - base.total == 2 + sum(enc.count(p) for p in pieces)
     assert not forced.exact
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     fmt = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}

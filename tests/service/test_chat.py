@@ -143,3 +143,24 @@ def test_chat_count_refuses_what_it_cannot_count(client):
         json={"messages": [], "response_format": {"type": "json_schema", "json_schema": 5}},
     )
     assert r.status_code == 422 and r.json()["error"]["type"] == "unsupported_message"
+
+
+def test_chat_count_gpt_oss_is_exact(client):
+    body = {
+        "model": "gpt-oss-20b",
+        "reasoning_effort": "high",
+        "messages": [
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "reasoning_content": "Easy.", "content": "4"},
+            {"role": "user", "content": "And 3+3?"},
+        ],
+    }
+    r = client.post("/v1/chat/count", json=body)
+    assert r.status_code == 200, r.text
+    expected = count_request(body)
+    assert r.json()["count"] == expected.total and r.json()["exact"] is True
+    assert r.json()["messages"] == list(expected.messages)
+    body["model"] = "gpt-4o"
+    r = client.post("/v1/chat/count", json=body)
+    assert r.status_code == 422 and "gpt-oss" in r.json()["error"]["message"]
