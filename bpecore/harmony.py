@@ -192,6 +192,9 @@ def harmony_pieces(request: Mapping[str, Any]) -> list[_Msg]:
     Source index -1 is the system and developer header; the reply priming is not included.
     """
     messages = list(request.get("messages") or ())
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise ValueError(f"message {i} must be an object, got {type(m).__name__}")
     tools = request.get("tools")
     if tools is None:
         tools = request.get("functions")
@@ -213,9 +216,11 @@ def harmony_pieces(request: Mapping[str, Any]) -> list[_Msg]:
     for i, m in enumerate(messages):
         if m.get("role") in ("system", "developer"):
             instructions.append("".join(_texts(m.get("content"), i)))
-    sections = (["# Instructions", "\n\n".join(instructions)] if instructions else []) + (
-        [_functions_block(tools)] if tools else []
-    )
+    try:
+        functions = [_functions_block(tools)] if tools else []
+    except (AttributeError, TypeError, KeyError) as e:  # a tool that is not an object, ...
+        raise ValueError(f"malformed tool definition ({type(e).__name__}: {e})") from None
+    sections = (["# Instructions", "\n\n".join(instructions)] if instructions else []) + functions
     if sections:
         out.append((-1, None, 3, ["developer", "\n\n".join(sections)]))
     names: dict[str, str] = {}

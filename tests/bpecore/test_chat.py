@@ -8,6 +8,8 @@ import random
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import bpecore
 from bpecore.chat import ChatCounter, count_messages, count_request, fits, trim_to_budget
@@ -538,3 +540,36 @@ def test_trim_to_budget_errors():
         trim_to_budget(msgs, 20)
     with pytest.raises(ValueError, match="keep"):
         trim_to_budget(msgs, 1000, keep="head")
+
+
+_KEYS = ["role", "content", "name", "tool_calls", "tool_call_id", "function", "arguments", "id"]
+_KEYS += ["type", "text", "image_url", "url", "detail", "width", "height", "parameters"]
+_KEYS += ["properties", "enum", "description", "items", "oneOf", "required", "default"]
+_KEYS += ["reasoning_content", "json_schema", "schema", "nullable", "title", "examples"]
+_ATOMS = ["user", "assistant", "tool", "system", "text", "image_url", "high", "object", "array"]
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5000)
+    | st.text(max_size=8)
+    | st.sampled_from(_ATOMS),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), c, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(
+    model=st.sampled_from(["gpt-4o", "gpt-4.1-mini", "gpt-oss-20b", "gpt-3.5-turbo"]),
+    messages=st.lists(_JSON, max_size=3),
+    tools=st.lists(_JSON, max_size=2),
+    choice=st.none() | _JSON,
+    fmt=st.none() | st.dictionaries(st.sampled_from(_KEYS), _JSON, max_size=3),
+)
+def test_hyp_malformed_requests_raise_valueerror(model, messages, tools, choice, fmt):
+    request = {"model": model, "messages": messages, "tools": tools}
+    request |= {"tool_choice": choice, "response_format": fmt}
+    try:
+        r = count_request(request)
+    except ValueError:
+        return
+    assert r.total == sum(r.messages) + r.tools + r.priming
