@@ -12,8 +12,9 @@ c.stream() as s: await s.push(...)``). Every method takes ``encoding=`` (default
 ``encoding``, else the server's default). A refused request raises ``ServiceError`` carrying the
 service's error ``type`` and ``message`` and the HTTP ``status``. 429 and 503 answers (busy, still
 loading, draining) are retried up to ``retries`` times, waiting what ``Retry-After`` says, capped at
-``max_retry_wait`` seconds (exponential backoff from ``backoff`` without the header); so are
-connection failures, where the request never reached the server.
+``max_retry_wait`` seconds (exponential backoff from ``backoff`` without the header), plus up to
+25% at random so that clients refused together spread out; so are connection failures, where the
+request never reached the server.
 
 httpx is imported here only, never by ``import bpecore``; the WebSocket counter also needs
 ``websockets``.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -35,6 +37,7 @@ from bpecore.chunker import Chunk
 __all__ = ["AsyncClient", "AsyncStreamCounter", "Client", "ServiceError", "StreamCounter"]
 
 RETRY_STATUSES = frozenset({429, 503})
+RETRY_JITTER = 0.25
 DEFAULT_TIMEOUT = 30.0
 
 
@@ -238,7 +241,8 @@ class _Base(_Methods):
         after = _retry_after(response.headers.get("retry-after")) if response is not None else None
         if after is None:
             after = self.backoff * 2**attempt
-        return min(after, self.max_retry_wait)
+        # up to a quarter more, at random: clients refused together do not all come back together
+        return min(after * (1 + random.random() * RETRY_JITTER), self.max_retry_wait)
 
     def _request(self, path: str, payload: dict | None) -> httpx.Request:
         method = "GET" if payload is None else "POST"
