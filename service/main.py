@@ -36,7 +36,7 @@ from service.lean import LeanRoutes, lean_routes  # noqa: E402
 from service.logging import configure_logging  # noqa: E402
 from service.metrics import Metrics  # noqa: E402
 from service.middleware import ServiceMiddleware  # noqa: E402
-from service.schemas import ErrorResponse  # noqa: E402
+from service.schemas import ErrorResponse, with_request_examples  # noqa: E402
 
 log = logging.getLogger("bpesvc")
 EXIT_LOAD_FAILED = 3  # uvicorn's own code for a failed start-up
@@ -255,6 +255,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     state.streams = set()
     state.drain_event = asyncio.Event()
     install_errors(app)
+    default_openapi = app.openapi
+    app.openapi = lambda: with_request_examples(default_openapi())  # cached by FastAPI's own
     routers = [module.router for module in (health, tokens, chunks, chat, compat, stream)]
     for router in routers:
         app.include_router(router)  # no prefix: the routers' paths are the app's
