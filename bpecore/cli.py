@@ -5,14 +5,13 @@ Each subcommand is one ``_add_<name>(subparsers)`` function that builds its pars
 subcommand is one function and one list entry. Files are read as UTF-8; with no file, stdin is read.
 
 A user error is one line on stderr (``bpecore: ...``) and an exit code, never a traceback; the
-codes are the ``EXIT_*`` constants below (a table in the README, "Command line"). A handler
-raises ``CLIError(message, code)``; ``main`` prints it.
+codes are the ``EXIT_*`` constants of ``bpecore._exitcodes`` (a table in the README, "Command
+line"). A handler raises ``CLIError(message, code)``; ``main`` prints it.
 """
 
 from __future__ import annotations
 
 import argparse
-import codecs
 import errno
 import json
 import os
@@ -20,28 +19,16 @@ import socket
 import sys
 from collections.abc import Callable
 
+# the exit codes, here too for users of the command (``cli.EXIT_USAGE``)
+from bpecore._exitcodes import EXIT_INPUT as EXIT_INPUT
+from bpecore._exitcodes import EXIT_LISTEN, EXIT_OK, EXIT_USAGE, CLIError
+from bpecore._exitcodes import EXIT_LOAD as EXIT_LOAD
+from bpecore._exitcodes import EXIT_SHORT_VOCAB as EXIT_SHORT_VOCAB
 from bpecore._progress import Progress
 
 DEFAULT_ENCODING = "cl100k_base"
 PROGRESS_MIN_CHARS = 1 << 20  # show a progress bar for inputs at least this long (on a terminal)
 SERVE_HOST = "127.0.0.1"  # `bpecore serve` listens on loopback unless told otherwise
-SNIFF_BYTES = 1 << 20  # `train` checks this much of each file is text before reading it all
-
-EXIT_OK = 0
-EXIT_INPUT = 1  # an input could not be used: missing, unreadable, not UTF-8 text, unknown encoding
-EXIT_USAGE = 2  # bad options or values (also argparse's own code)
-EXIT_LOAD = 3  # serve: the configured encodings failed to load (the service's own code)
-EXIT_LISTEN = 4  # serve: cannot listen on the address (port in use, not permitted, no such host)
-EXIT_SHORT_VOCAB = 5  # train: vocabulary written, but with fewer ids than --vocab-size asked
-
-
-class CLIError(Exception):
-    """A user error: ``message`` is printed as one line on stderr and ``code`` is the exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_INPUT) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
 
 
 class _InputError(CLIError):
@@ -63,34 +50,6 @@ def _read(path: str | None) -> str:
     except UnicodeDecodeError as e:
         raise _InputError(
             f"bpecore: {path}: not UTF-8 text (byte {e.start}: {e.reason}); binary input is refused"
-        ) from None
-
-
-def check_text_file(path: str, prog: str = "bpecore") -> None:
-    """Raise ``CLIError`` unless ``path`` can be opened and its first ``SNIFF_BYTES`` (decompressed,
-    for gzip) are UTF-8 text without NUL bytes: a missing, unreadable or binary file is refused
-    before any work starts."""
-    from bpecore.training import _open
-
-    try:
-        with _open(path) as f:
-            head = f.read(SNIFF_BYTES)
-            at_end = len(head) < SNIFF_BYTES
-    except (OSError, EOFError) as e:
-        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
-        raise CLIError(f"{prog}: {path}: {reason}", EXIT_INPUT) from None
-    nul = head.find(b"\0")
-    if nul >= 0:
-        raise CLIError(
-            f"{prog}: {path}: binary data (a NUL byte at offset {nul}); give UTF-8 text files",
-            EXIT_INPUT,
-        )
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=at_end)
-    except UnicodeDecodeError as e:
-        raise CLIError(
-            f"{prog}: {path}: not UTF-8 text (byte {e.start}: {e.reason}); give UTF-8 text files",
-            EXIT_INPUT,
         ) from None
 
 

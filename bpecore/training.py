@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import regex
 
+from bpecore._exitcodes import EXIT_INPUT, EXIT_SHORT_VOCAB, EXIT_USAGE, CLIError
 from bpecore._progress import Progress
 from bpecore._text import utf8
 from bpecore.encoding import Encoding
@@ -475,6 +476,35 @@ def train(
 
 
 # ----------------------------------------------------------------------------- CLI
+SNIFF_BYTES = 1 << 20  # the CLI checks this much of each file is text before training on it
+
+
+def check_text_file(path: str, prog: str = "bpecore train") -> None:
+    """Raise ``CLIError`` unless ``path`` can be opened and its first ``SNIFF_BYTES`` (decompressed,
+    for gzip) are UTF-8 text without NUL bytes: a missing, unreadable or binary file is refused
+    before any work starts."""
+    try:
+        with _open(path) as f:
+            head = f.read(SNIFF_BYTES)
+            at_end = len(head) < SNIFF_BYTES
+    except (OSError, EOFError) as e:
+        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        raise CLIError(f"{prog}: {path}: {reason}", EXIT_INPUT) from None
+    nul = head.find(b"\0")
+    if nul >= 0:
+        raise CLIError(
+            f"{prog}: {path}: binary data (a NUL byte at offset {nul}); give UTF-8 text files",
+            EXIT_INPUT,
+        )
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=at_end)
+    except UnicodeDecodeError as e:
+        raise CLIError(
+            f"{prog}: {path}: not UTF-8 text (byte {e.start}: {e.reason}); give UTF-8 text files",
+            EXIT_INPUT,
+        ) from None
+
+
 def _holdout_split(paths: list[str], holdout_bytes: int) -> tuple[list, str]:
     """Train on all but the last ``holdout_bytes`` of the last file; return (sources, held-out text)."""
     if holdout_bytes <= 0 or not paths:
@@ -502,7 +532,6 @@ def main(argv: list[str] | None = None) -> int:
     User errors raise ``bpecore.cli.CLIError`` (one line, an exit code), checked before training:
     missing, unreadable or binary files, a bad --pattern regex, a --vocab-size too small."""
     from bpecore import export
-    from bpecore.cli import EXIT_INPUT, EXIT_SHORT_VOCAB, EXIT_USAGE, CLIError, check_text_file
 
     ap = argparse.ArgumentParser(
         prog="bpecore train",
@@ -635,6 +664,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from bpecore.cli import main as cli_main
-
-    sys.exit(cli_main(["train", *sys.argv[1:]]))
+    try:
+        sys.exit(main())
+    except CLIError as e:
+        print(e.message, file=sys.stderr)
+        sys.exit(e.code)
