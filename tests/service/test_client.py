@@ -321,3 +321,21 @@ def test_import_bpecore_does_not_import_httpx():
     code = "import sys, bpecore; print([m for m in ('httpx', 'websockets') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_error_body_not_the_services():
+    # another HTTP server (a proxy's error page, a wrong port): type http_error, status kept
+    import http.server
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        with Client(url, retries=0) as c, pytest.raises(ServiceError) as e:
+            c.count("x")  # POST: the stdlib server answers 501 with an HTML page
+        assert (e.value.status, e.value.type) == (501, "http_error")
+        assert "501" in e.value.message
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
