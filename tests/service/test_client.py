@@ -57,10 +57,18 @@ def loading_server(start_server, tmp_path):
     done = []
 
     def finish_loading() -> None:
-        if not done:
-            done.append(True)
-            with open(fifo, "w") as f:  # blocks until the server opens the pipe
+        """Write the vocab into the pipe once the server has it open (never hangs: the vocab is
+        smaller than a pipe's buffer, and a server that died leaves no reader)."""
+        deadline = time.monotonic() + 10
+        while not done and time.monotonic() < deadline:
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO while no reader
+            except OSError:
+                time.sleep(0.02)
+                continue
+            with os.fdopen(fd, "w") as f:
                 f.write(vocab)
+            done.append(True)
 
     s.finish_loading = finish_loading
     deadline = time.monotonic() + 30
