@@ -34,8 +34,10 @@ RUN pip install --no-cache-dir --no-index /wheels/*.whl \
     && rm -rf /wheels \
     && python -c "import bpecore; [bpecore.get_encoding(n) for n in bpecore.list_encodings()]" \
     && useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin bpesvc
+# Every interface, explicitly (the CMD says it too): `bpecore serve` alone listens on 127.0.0.1.
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
+    BPESVC_HOST=0.0.0.0 \
     BPESVC_PORT=8000
 EXPOSE 8000
 USER 10001

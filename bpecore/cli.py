@@ -1,25 +1,37 @@
-"""The ``bpecore`` command: ``count``, ``encode``, ``chunk`` (more subcommands plug in below).
+"""The ``bpecore`` command: ``count``, ``encode``, ``chunk``, ``train``, ``serve``.
 
 Each subcommand is one ``_add_<name>(subparsers)`` function that builds its parser and sets
 ``func`` to a handler ``(args) -> exit code``; ``_SUBCOMMANDS`` lists them in help order, so a new
-subcommand (``serve``, ``train``) is one function and one list entry. Files are read as UTF-8;
-with no file, stdin is read. Exit codes: 0 ok, 1 an input could not be read, 2 bad usage.
+subcommand is one function and one list entry. Files are read as UTF-8; with no file, stdin is read.
+
+A user error is one line on stderr (``bpecore: ...``) and an exit code, never a traceback; the
+codes are the ``EXIT_*`` constants of ``bpecore._exitcodes`` (a table in the README, "Command
+line"). A handler raises ``CLIError(message, code)``; ``main`` prints it.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import socket
 import sys
 from collections.abc import Callable
 
+# the exit codes, here too for users of the command (``cli.EXIT_USAGE``)
+from bpecore._exitcodes import EXIT_INPUT as EXIT_INPUT
+from bpecore._exitcodes import EXIT_LISTEN, EXIT_OK, EXIT_USAGE, CLIError
+from bpecore._exitcodes import EXIT_LOAD as EXIT_LOAD
+from bpecore._exitcodes import EXIT_SHORT_VOCAB as EXIT_SHORT_VOCAB
 from bpecore._progress import Progress
 
 DEFAULT_ENCODING = "cl100k_base"
 PROGRESS_MIN_CHARS = 1 << 20  # show a progress bar for inputs at least this long (on a terminal)
+SERVE_HOST = "127.0.0.1"  # `bpecore serve` listens on loopback unless told otherwise
 
 
-class _InputError(Exception):
+class _InputError(CLIError):
     pass
 
 
@@ -36,7 +48,9 @@ def _read(path: str | None) -> str:
     except OSError as e:
         raise _InputError(f"bpecore: {path}: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
-        raise _InputError(f"bpecore: {path}: not UTF-8 (byte {e.start}: {e.reason})") from None
+        raise _InputError(
+            f"bpecore: {path}: not UTF-8 text (byte {e.start}: {e.reason}); binary input is refused"
+        ) from None
 
 
 def _encoding(name: str):
@@ -223,6 +237,13 @@ def _positive_int(s: str) -> int:
     return v
 
 
+def _port(s: str) -> int:
+    v = int(s)
+    if not 1 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 1-65535, got {v}")
+    return v
+
+
 def _non_negative_int(s: str) -> int:
     v = int(s)
     if v < 0:
@@ -231,9 +252,17 @@ def _non_negative_int(s: str) -> int:
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="run the HTTP service (needs the [service] extra)")
-    p.add_argument("--host", help="interface to listen on (default: BPESVC_HOST or 0.0.0.0)")
-    p.add_argument("--port", type=_positive_int, help="port (default: BPESVC_PORT or 8000)")
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP service (needs the [service] extra)",
+        description="Serve the HTTP API with uvicorn. Listens on 127.0.0.1 unless --host (or "
+        "BPESVC_HOST) says otherwise: --host 0.0.0.0 listens on every interface.",
+    )
+    p.add_argument(
+        "--host",
+        help=f"interface to listen on (default: BPESVC_HOST or {SERVE_HOST}; 0.0.0.0: every interface)",
+    )
+    p.add_argument("--port", type=_port, help="port, 1-65535 (default: BPESVC_PORT or 8000)")
     p.add_argument(
         "--workers",
         type=_positive_int,
@@ -242,15 +271,47 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run_serve)
 
 
+def _check_listen(host: str, port: int) -> None:
+    """Raise ``CLIError`` (``EXIT_LISTEN``) if ``host:port`` cannot be bound, as uvicorn binds it."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, addr = infos[0]
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(addr)
+    except OSError as e:
+        hint = (
+            " (another process uses it; pick one with --port)"
+            if e.errno == errno.EADDRINUSE
+            else ""
+        )
+        raise CLIError(
+            f"bpecore serve: cannot listen on {host}:{port}: {e.strerror or e}{hint}", EXIT_LISTEN
+        ) from None
+
+
 def _run_serve(args: argparse.Namespace) -> int:
     try:
+        from service.config import get_settings
+
+        settings = get_settings()  # cached: read once, here, so a bad variable is one line
         from service.main import run
     except ImportError as e:
         raise _InputError(
             f"bpecore serve needs the service extra: pip install 'bpecore[service]' ({e})"
-        ) from e
-    run(args.host, args.port, args.workers)
-    return 0
+        ) from None
+    except ValueError as e:  # a BPESVC_ variable that does not parse
+        errors = e.errors() if hasattr(e, "errors") else []
+        what = "; ".join(
+            f"BPESVC_{str(x['loc'][0]).upper() if x.get('loc') else '?'}: {x['msg']}"
+            for x in errors
+        )
+        raise CLIError(f"bpecore serve: bad setting: {what or e}", EXIT_USAGE) from None
+    host = args.host if args.host is not None else os.environ.get("BPESVC_HOST") or SERVE_HOST
+    port = args.port if args.port is not None else settings.port
+    _check_listen(host, port)
+    run(host, port, args.workers)
+    return EXIT_OK
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -285,22 +346,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``bpecore`` command line; returns the exit code."""
+    """Run the ``bpecore`` command line; returns the exit code (``EXIT_*``)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["train"]:
-        from bpecore.training import main as train_main
-
-        return train_main(argv[1:])
-    args = build_parser().parse_args(argv)
     try:
+        if argv[:1] == ["train"]:
+            from bpecore.training import main as train_main
+
+            return train_main(argv[1:])
+        args = build_parser().parse_args(argv)
         return args.func(args)
-    except _InputError as e:
-        print(e, file=sys.stderr)
-        return 1
+    except CLIError as e:
+        print(e.message, file=sys.stderr)
+        return e.code
     except BrokenPipeError:
         # Output closed early (``bpecore chunk big.txt | head``): not an error.
         sys.stderr.close()
-        return 0
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import regex
 
+from bpecore._exitcodes import EXIT_INPUT, EXIT_SHORT_VOCAB, EXIT_USAGE, CLIError
 from bpecore._progress import Progress
 from bpecore._text import utf8
 from bpecore.encoding import Encoding
@@ -475,6 +476,35 @@ def train(
 
 
 # ----------------------------------------------------------------------------- CLI
+SNIFF_BYTES = 1 << 20  # the CLI checks this much of each file is text before training on it
+
+
+def check_text_file(path: str, prog: str = "bpecore train") -> None:
+    """Raise ``CLIError`` unless ``path`` can be opened and its first ``SNIFF_BYTES`` (decompressed,
+    for gzip) are UTF-8 text without NUL bytes: a missing, unreadable or binary file is refused
+    before any work starts."""
+    try:
+        with _open(path) as f:
+            head = f.read(SNIFF_BYTES)
+            at_end = len(head) < SNIFF_BYTES
+    except (OSError, EOFError) as e:
+        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        raise CLIError(f"{prog}: {path}: {reason}", EXIT_INPUT) from None
+    nul = head.find(b"\0")
+    if nul >= 0:
+        raise CLIError(
+            f"{prog}: {path}: binary data (a NUL byte at offset {nul}); give UTF-8 text files",
+            EXIT_INPUT,
+        )
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=at_end)
+    except UnicodeDecodeError as e:
+        raise CLIError(
+            f"{prog}: {path}: not UTF-8 text (byte {e.start}: {e.reason}); give UTF-8 text files",
+            EXIT_INPUT,
+        ) from None
+
+
 def _holdout_split(paths: list[str], holdout_bytes: int) -> tuple[list, str]:
     """Train on all but the last ``holdout_bytes`` of the last file; return (sources, held-out text)."""
     if holdout_bytes <= 0 or not paths:
@@ -497,24 +527,40 @@ def _transition(value: str) -> int | str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``bpecore train FILES... --vocab-size N --pattern o200k -o OUT/``: train, save, summarise."""
+    """``bpecore train FILES... --vocab-size N --pattern o200k -o OUT/``: train, save, summarise.
+
+    User errors raise ``bpecore.cli.CLIError`` (one line, an exit code), checked before training:
+    missing, unreadable or binary files, a bad --pattern regex, a --vocab-size too small."""
     from bpecore import export
 
     ap = argparse.ArgumentParser(
-        prog="bpecore train", description="Train a byte-level BPE vocabulary."
+        prog="bpecore train",
+        description="Train a byte-level BPE vocabulary. Exit codes: 0 ok, 1 an input file is "
+        "missing, unreadable or not UTF-8 text, 2 bad usage, 5 written with fewer ids than "
+        "--vocab-size (no pair left at --min-frequency).",
     )
     ap.add_argument("files", nargs="+", help="training text files (UTF-8, plain or .gz)")
     ap.add_argument(
-        "--vocab-size", type=int, default=32000, help="ids in total: 256 bytes + merges + specials"
+        "--vocab-size",
+        type=int,
+        default=32000,
+        help="ids in total: 256 bytes + merges + specials (default 32000)",
     )
-    ap.add_argument("--pattern", default="o200k", help="o200k, cl100k, r50k or a regex")
+    ap.add_argument(
+        "--pattern", default="o200k", help="o200k, cl100k, r50k or a regex (default o200k)"
+    )
     ap.add_argument(
         "--special",
         action="append",
         default=None,
         help="special token (repeatable; default <|endoftext|>)",
     )
-    ap.add_argument("--min-frequency", type=int, default=2)
+    ap.add_argument(
+        "--min-frequency",
+        type=int,
+        default=2,
+        help="stop when the best pair occurs fewer times (default 2)",
+    )
     ap.add_argument(
         "--workers", type=int, default=None, help="pre-tokenization processes (default: CPU count)"
     )
@@ -529,8 +575,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--holdout-bytes",
         type=int,
-        default=1 << 20,
-        help="tail of the last file held out to measure compression (<= 10%%)",
+        default=0,
+        metavar="N",
+        help="hold out the last N bytes of the last file (at most 10%% of it) from training and "
+        "report the bytes/token on them (default 0: train on all the input)",
     )
     ap.add_argument(
         "-o",
@@ -543,6 +591,26 @@ def main(argv: list[str] | None = None) -> int:
 
     name = args.name or os.path.basename(os.path.normpath(args.output)) or "trained"
     specials = args.special if args.special is not None else ["<|endoftext|>"]
+    need = 256 + len(specials)
+    if args.vocab_size < need:
+        raise CLIError(
+            f"bpecore train: --vocab-size {args.vocab_size} is too small: the 256 byte tokens "
+            f"and {len(specials)} special token(s) need {need}",
+            EXIT_USAGE,
+        )
+    if args.holdout_bytes < 0 or args.min_frequency < 1:
+        raise CLIError(
+            "bpecore train: --holdout-bytes must be >= 0 and --min-frequency >= 1", EXIT_USAGE
+        )
+    pattern = resolve_pattern(args.pattern)
+    try:
+        regex.compile(pattern)
+    except regex.error as e:
+        raise CLIError(
+            f"bpecore train: --pattern {args.pattern!r} is not a valid regex: {e}", EXIT_USAGE
+        ) from None
+    for path in args.files:
+        check_text_file(path, "bpecore train")
     sources, held = _holdout_split(args.files, args.holdout_bytes)
     start = time.perf_counter()
     enc = train(
@@ -557,9 +625,14 @@ def main(argv: list[str] | None = None) -> int:
         progress=not args.quiet,
     )
     elapsed = time.perf_counter() - start
-    os.makedirs(args.output, exist_ok=True)
-    rank_path = export.save_tiktoken(enc, os.path.join(args.output, f"{name}.tiktoken"))
-    hf_path = export.save_hf(enc, os.path.join(args.output, "tokenizer.json"))
+    try:
+        os.makedirs(args.output, exist_ok=True)
+        rank_path = export.save_tiktoken(enc, os.path.join(args.output, f"{name}.tiktoken"))
+        hf_path = export.save_hf(enc, os.path.join(args.output, "tokenizer.json"))
+    except OSError as e:
+        raise CLIError(
+            f"bpecore train: cannot write to {args.output}: {e.strerror or e}", EXIT_INPUT
+        ) from None
     r = enc.training
     print(
         f"trained {name}: {len(r.merges)} merges, {enc.n_vocab} ids, pattern {'superbpe' if r.stages and r.stages[-1] == 2 else args.pattern}"
@@ -574,11 +647,25 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  held-out {len(held.encode('utf-8')) / 1e3:.0f} KB: {n} tokens, {len(held.encode('utf-8')) / max(n, 1):.3f} bytes/token"
         )
+    else:
+        print("  held-out: none, trained on all the input (--holdout-bytes N sets some aside)")
     print(
         f"  wrote {rank_path} (+ {os.path.basename(export.sidecar_path(rank_path))}) and {hf_path}"
     )
+    if enc.n_vocab < args.vocab_size:
+        print(
+            f"bpecore train: {enc.n_vocab} ids, not the {args.vocab_size} asked: no pair occurs "
+            f"{args.min_frequency}+ times after {len(r.merges)} merges (more input or a lower "
+            "--min-frequency gives more); the smaller vocabulary was written",
+            file=sys.stderr,
+        )
+        return EXIT_SHORT_VOCAB
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except CLIError as e:
+        print(e.message, file=sys.stderr)
+        sys.exit(e.code)

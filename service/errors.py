@@ -77,6 +77,20 @@ def error_response(
     return JSONResponse(error_body(status, type, message), status_code=status, headers=headers)
 
 
+def _non_json_content_type(request: Request) -> str | None:
+    """The request's Content-Type when it is not JSON (``application/json`` or
+    ``application/*+json``, the types FastAPI parses), ``"none"`` when missing, else None."""
+    value = request.headers.get("content-type")
+    if not value:
+        return "none"
+    media = value.split(";", 1)[0].strip().lower()
+    if media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        return None
+    return media
+
+
 def _describe(errors: list[dict]) -> str:
     parts = []
     for e in errors[:5]:
@@ -97,6 +111,17 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
+        # A body sent as a form (curl -d's default) or text: FastAPI did not read it as JSON, and
+        # the schema error it gives ("Input should be a valid dictionary") would only puzzle.
+        media = _non_json_content_type(request)
+        if media is not None:
+            return error_response(
+                415,
+                "unsupported_media_type",
+                f"the body must be JSON sent with Content-Type: application/json, not {media} "
+                "(curl: --json '{...}', or -H 'Content-Type: application/json' -d '{...}')",
+                request=request,
+            )
         # A body that is not JSON (or not UTF-8) is the client's syntax error, not a schema error.
         if any(e.get("type") == "json_invalid" for e in errors):
             return error_response(

@@ -30,13 +30,14 @@ from fastapi import FastAPI  # noqa: E402
 import bpecore  # noqa: E402
 from bpecore import Encoding  # noqa: E402
 from service.config import Settings, get_settings  # noqa: E402
+from service.docs import install as install_docs  # noqa: E402
 from service.errors import install as install_errors  # noqa: E402
 from service.http_limits import install as install_http_limits  # noqa: E402
 from service.lean import LeanRoutes, lean_routes  # noqa: E402
 from service.logging import configure_logging  # noqa: E402
 from service.metrics import Metrics  # noqa: E402
 from service.middleware import ServiceMiddleware  # noqa: E402
-from service.schemas import ErrorResponse  # noqa: E402
+from service.schemas import ErrorResponse, with_request_examples  # noqa: E402
 
 log = logging.getLogger("bpesvc")
 EXIT_LOAD_FAILED = 3  # uvicorn's own code for a failed start-up
@@ -240,6 +241,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=bpecore.__version__,
         description="Exact BPE token counts, encodes, cuts and chunks, identical to tiktoken.",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc: service.docs, with their assets served here
+        redoc_url=None,
         responses={
             500: {"model": ErrorResponse, "description": "A bug; the log has the request id."}
         },
@@ -255,6 +258,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     state.streams = set()
     state.drain_event = asyncio.Event()
     install_errors(app)
+    install_docs(app)
+    default_openapi = app.openapi
+    app.openapi = lambda: with_request_examples(default_openapi())  # cached by FastAPI's own
     routers = [module.router for module in (health, tokens, chunks, chat, compat, stream)]
     for router in routers:
         app.include_router(router)  # no prefix: the routers' paths are the app's

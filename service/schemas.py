@@ -30,6 +30,14 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+def _example(example: dict) -> ConfigDict:
+    """``Request``'s config plus a request example for the OpenAPI schema: the body "Try it out"
+    starts from. Examples name no encoding, so they work whatever the server's default is; their
+    token ids are below 50,257 (every shipped encoding has them). tests/service/test_examples.py
+    sends each one."""
+    return ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [example]})
+
+
 # FastAPI validates the parsed body (Python objects), where strict mode wants a tuple for a tuple:
 # a JSON pair arrives as a list, so the pair itself is lax and its two integers strict.
 Pair = Annotated[tuple[StrictInt, StrictInt], Field(strict=False)]
@@ -57,6 +65,7 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         400: "Bad input: invalid JSON or UTF-8, a disallowed special token, an unknown token id.",
         404: "Unknown encoding or model.",
         413: "Request body larger than the configured limit.",
+        415: "A body sent with a Content-Type other than application/json.",
         422: "The body does not match the schema, or exceeds a count limit (texts, ranges, max_tokens).",
         429: "Too many requests or streams in progress.",
         503: "Encodings not loaded yet, or the server is draining.",
@@ -64,11 +73,13 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": ErrorResponse, "description": text[c]} for c in codes}
 
 
-COMMON_ERRORS = error_responses(400, 404, 413, 422, 429, 503)
+COMMON_ERRORS = error_responses(400, 404, 413, 415, 422, 429, 503)
 
 
 # ----------------------------------------------------------------------------------- count
 class CountRequest(Request):
+    model_config = _example({"text": "Hello, world!"})
+
     text: Text | None = Field(
         default=None, description="The text to count. Give exactly one of text and texts."
     )
@@ -138,6 +149,8 @@ class TokenOffset(Response):
 
 
 class EncodeRequest(Request):
+    model_config = _example({"text": "Hello, world!", "return_offsets": True})
+
     text: Text = Field(description="The text to encode.")
     encoding: EncodingName | None = Field(
         default=None, description="Encoding name; default: the server's default."
@@ -167,6 +180,8 @@ class EncodeResponse(Response):
 
 
 class DecodeRequest(Request):
+    model_config = _example({"tokens": [9906, 11, 1917, 0]})
+
     tokens: list[TokenId] = Field(description="Token ids to decode.")
     encoding: EncodingName | None = Field(
         default=None, description="Encoding name; default: the server's default."
@@ -188,6 +203,10 @@ class DecodeResponse(Response):
 
 # ----------------------------------------------------------------------------------- split / intervals
 class SplitRequest(Request):
+    model_config = _example(
+        {"text": "Hello, world! How are you today?", "max_tokens": 4, "keep": "head"}
+    )
+
     text: Text = Field(description="The text to cut.")
     max_tokens: int = Field(ge=0, description="Token budget of the kept part.")
     keep: Literal["head", "tail"] = Field(
@@ -212,6 +231,8 @@ class SplitResponse(Response):
 
 
 class IntervalsRequest(Request):
+    model_config = _example({"text": "Hello, world!", "ranges": [[0, 5], [7, 13]]})
+
     text: Text = Field(description="The text the ranges index into.")
     ranges: list[Pair] = Field(
         description="[start, end] character offsets, 0 <= start <= end <= len(text); each counted as text[start:end]."
@@ -231,6 +252,14 @@ class IntervalsResponse(Response):
 
 # ----------------------------------------------------------------------------------- chunk
 class ChunkRequest(Request):
+    model_config = _example(
+        {
+            "text": "First paragraph, a few words long.\n\nSecond paragraph, a few more words.",
+            "max_tokens": 8,
+            "overlap": 2,
+        }
+    )
+
     text: Text | None = Field(
         default=None, description="The text to chunk. Give exactly one of text and texts."
     )
@@ -349,7 +378,21 @@ class ChatMessage(ChatModel):
 class ChatCountRequest(Request):
     # A whole OpenAI chat request body: fields that never reach the prompt (temperature, stream,
     # ...) are ignored rather than refused, so a gateway can send the body it is about to forward.
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(
+        extra="ignore",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "messages": [
+                        {"role": "system", "content": "You are terse."},
+                        {"role": "user", "content": "How many tokens is this?"},
+                    ],
+                    "model": "gpt-4o",
+                }
+            ]
+        },
+    )
 
     messages: list[ChatMessage] = Field(description="OpenAI chat messages.")
     model: str = Field(
@@ -424,6 +467,8 @@ class HealthResponse(Response):
 
 # ----------------------------------------------------------------------------------- compatibility
 class VllmTokenizeRequest(Request):
+    model_config = _example({"prompt": "Hello, world!"})
+
     model: str | None = Field(
         default=None, description="Encoding name (or a model bpecore maps to one)."
     )
@@ -446,6 +491,8 @@ class VllmTokenizeResponse(Response):
 
 
 class VllmDetokenizeRequest(Request):
+    model_config = _example({"tokens": [9906, 11, 1917, 0]})
+
     model: str | None = Field(
         default=None, description="Encoding name (or a model bpecore maps to one)."
     )
@@ -457,6 +504,8 @@ class VllmDetokenizeResponse(Response):
 
 
 class TeiTokenizeRequest(Request):
+    model_config = _example({"inputs": "Hello, world!"})
+
     inputs: Text | list[Text] = Field(description="Text or texts to tokenize.")
     add_special_tokens: bool = Field(
         default=True, description="Accepted for compatibility; these encodings add none."
@@ -477,9 +526,33 @@ class TeiToken(Response):
 
 
 class TeiDecodeRequest(Request):
+    model_config = _example({"ids": [9906, 11, 1917, 0]})
+
     ids: list[TokenId] | list[list[TokenId]] = Field(
         description="Token ids, or a list of id lists."
     )
     skip_special_tokens: bool = Field(
         default=True, description="Drop special tokens from the text."
     )
+
+
+def with_request_examples(openapi: dict) -> dict:
+    """``openapi`` with each request model's example also on its request body's media type
+    (``content["application/json"]["examples"]``), which every OpenAPI UI offers in "Try it out";
+    a body that is one of several models (``/tokenize``) gets one example per model."""
+    models = openapi.get("components", {}).get("schemas", {})
+    for ops in openapi.get("paths", {}).values():
+        for op in ops.values():
+            media = op.get("requestBody", {}).get("content", {}).get("application/json")
+            if not media:
+                continue
+            schema = media.get("schema", {})
+            refs = [s.get("$ref", "") for s in schema.get("anyOf", [schema])]
+            examples = {}
+            for ref in refs:
+                name = ref.rsplit("/", 1)[-1]
+                for i, value in enumerate(models.get(name, {}).get("examples", [])):
+                    examples[name if i == 0 else f"{name} {i + 1}"] = {"value": value}
+            if examples:
+                media["examples"] = examples
+    return openapi

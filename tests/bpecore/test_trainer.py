@@ -353,7 +353,11 @@ def test_cli_main(corpus_files, tmp_path, capsys):
     out = tmp_path / "mytok"
     assert (
         train_module.main(
-            [*corpus_files, "--vocab-size", "800", "-o", str(out), "--quiet", "--workers", "2"]
+            [
+                *corpus_files,
+                *("--vocab-size", "800", "-o", str(out), "--quiet", "--workers", "2"),
+                *("--holdout-bytes", "65536"),  # off unless asked: the summary's bytes/token
+            ]
         )
         == 0
     )
