@@ -215,7 +215,15 @@ ERRORS = [
     (lambda c: c.count_intervals("abc", [(2, 1)]), 422, "invalid_range"),
     (lambda c: c.chunk("\U0001f600" * 3, 1), 422, "chunk_error"),
     (
-        lambda c: c.count_messages([{"role": "user", "content": [{"type": "image"}]}]),
+        # a remote image: never fetched, so its size (and count) is unknown
+        lambda c: c.count_messages(
+            [
+                {
+                    "role": "user",
+                    "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}],
+                }
+            ]
+        ),
         422,
         "unsupported_message",
     ),
