@@ -9,6 +9,7 @@ from bpecore.chunker import chunk_batch as chunk_batch
 from bpecore.encoding import Encoding as Encoding
 from bpecore.encoding import UnknownTokenError as UnknownTokenError
 from bpecore.interval import IntervalCounter as IntervalCounter
+from bpecore.llama import load_llama as load_llama
 from bpecore.load import VocabError as VocabError
 from bpecore.model import encoding_for_model as encoding_for_model
 from bpecore.model import encoding_name_for_model as encoding_name_for_model
@@ -39,6 +40,7 @@ __all__ = [
     "load_hf",
     "load_tiktoken",
     "load_tekken",
+    "load_llama",
     "register_encoding",
     "UnknownTokenError",
     "encoding_for_model",
