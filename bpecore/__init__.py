@@ -13,6 +13,7 @@ from bpecore.llama import load_llama as load_llama
 from bpecore.load import VocabError as VocabError
 from bpecore.model import encoding_for_model as encoding_for_model
 from bpecore.model import encoding_name_for_model as encoding_name_for_model
+from bpecore.pretrained import from_pretrained as from_pretrained
 from bpecore.registry import get_encoding as get_encoding
 from bpecore.registry import list_encoding_names as list_encoding_names
 from bpecore.registry import list_encodings as list_encodings
@@ -41,6 +42,7 @@ __all__ = [
     "load_tiktoken",
     "load_tekken",
     "load_llama",
+    "from_pretrained",
     "register_encoding",
     "UnknownTokenError",
     "encoding_for_model",
