@@ -8,6 +8,7 @@ from bpecore.chunker import chunk as chunk
 from bpecore.chunker import chunk_batch as chunk_batch
 from bpecore.encoding import Encoding as Encoding
 from bpecore.encoding import UnknownTokenError as UnknownTokenError
+from bpecore.gguf import load_gguf as load_gguf
 from bpecore.interval import IntervalCounter as IntervalCounter
 from bpecore.llama import load_llama as load_llama
 from bpecore.load import VocabError as VocabError
@@ -43,6 +44,7 @@ __all__ = [
     "load_tekken",
     "load_llama",
     "from_pretrained",
+    "load_gguf",
     "register_encoding",
     "UnknownTokenError",
     "encoding_for_model",

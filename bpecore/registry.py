@@ -306,7 +306,8 @@ def _sidecar(path: str | os.PathLike) -> dict:
 def resolve_encoding(name_or_path: str | os.PathLike) -> Encoding:
     """The encoding a command line or setting names: a ``get_encoding`` name, else a vocab file.
 
-    A file is read by its kind: a Hugging Face ``tokenizer.json`` (or a directory holding one), a
+    A file is read by its kind: a model directory or hub cache snapshot (``from_pretrained``), a
+    GGUF file (``.gguf``), a Hugging Face ``tokenizer.json`` or Mistral ``tekken*.json``, a
     ``save_tiktoken`` sidecar (``x.tiktoken.json``: its rank file is loaded), or a `.tiktoken`
     rank file (plain or gzip; its sidecar is read when present). Unknown names that are not
     files raise ValueError, as ``get_encoding`` does.
@@ -315,7 +316,17 @@ def resolve_encoding(name_or_path: str | os.PathLike) -> Encoding:
     if spec in ENCODING_CONSTRUCTORS or not os.path.exists(spec):
         return get_encoding(spec)
     if os.path.isdir(spec):
-        return load_hf(os.path.join(spec, "tokenizer.json"))
+        from bpecore.pretrained import from_pretrained
+
+        return from_pretrained(spec)
+    if spec.endswith(".gguf"):
+        from bpecore.gguf import load_gguf
+
+        return load_gguf(spec)
+    if os.path.basename(spec).startswith("tekken") and ".json" in spec:
+        from bpecore.tekken import load_tekken
+
+        return load_tekken(spec)
     if spec.endswith(".json"):
         rank_file = spec[: -len(".json")]
         if os.path.isfile(rank_file) and not _looks_like_json(rank_file):
