@@ -248,4 +248,7 @@ def load_gguf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
     for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges"):
         digest.update("\n".join(meta[key]).encode("utf-8") + b"\0")
     enc.vocab_sha256 = digest.hexdigest()
+    from bpecore.pretrained import _pickle_as_reload
+
+    _pickle_as_reload(enc, load_gguf, source, name=name)
     return enc

@@ -20,6 +20,7 @@ and check their SHA-256.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -148,6 +149,12 @@ def load_llama(
     except ValueError as e:
         raise VocabError(f"{path}: {e}") from e
     enc.vocab_sha256 = digest
+    # Pickled as "load this file again" (get_encoding's ones as their name): by value, a file
+    # whose ranks needed reordering would lose its whole-piece table or be refused.
+    enc._reduce_as = (
+        functools.partial(load_llama, version=version, name=name, expected_sha256=digest),
+        (os.path.abspath(path),),
+    )
     return enc
 
 

@@ -167,4 +167,16 @@ def from_pretrained(path: str | os.PathLike, *, name: str | None = None) -> Enco
     enc.bos_token = _token_text(config.get("bos_token"))
     enc.eos_token = _token_text(config.get("eos_token"))
     enc.max_model_len = _max_model_len(directory, config)
+    _pickle_as_reload(enc, from_pretrained, path, name=name)
     return enc
+
+
+def _pickle_as_reload(enc: Encoding, loader, path: str, **kwargs) -> None:
+    """Make an encoding that runs the `tokenizers` pipeline (``bpecore.hf.HFEncoding``) pickle as
+    "load ``path`` again": by value it would lose its pipeline. Plain encodings pickle by value."""
+    import functools
+
+    from bpecore.hf import HFEncoding
+
+    if isinstance(enc, HFEncoding):
+        enc._reduce_as = (functools.partial(loader, **kwargs), (os.path.abspath(path),))

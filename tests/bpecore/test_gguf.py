@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import struct
 
 import pytest
@@ -102,6 +103,10 @@ def test_gguf_equals_load_hf_and_tokenizers(trio):
         want = tok.encode(text, add_special_tokens=False).ids
         assert enc.encode_ordinary(text) == hf.encode_ordinary(text) == want
         assert enc.count(text) == len(want)
+    again = pickle.loads(pickle.dumps(enc))
+    assert again.name == enc.name and again.encode_ordinary(texts[1]) == enc.encode_ordinary(
+        texts[1]
+    )
     tok.encode_special_tokens = False
     text = "a<|eot|>b <tool>"
     assert enc.encode(text, allowed_special="all") == tok.encode(text, add_special_tokens=False).ids

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import pickle
 
 import pytest
 from hypothesis import given
@@ -148,6 +149,8 @@ def test_load_llama_token_ranked_before_its_parts(tmp_path):
     ref = tiktoken.Encoding("t", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks, special_tokens={})
     for text in ["abab", "ababab", "bc", "abc", "bca", "cab cabab", "ab bc abab"]:
         assert enc.encode_ordinary(text) == ref.encode_ordinary(text), text
+    again = pickle.loads(pickle.dumps(enc))
+    assert again.encode_ordinary("cab cabab bc") == ref.encode_ordinary("cab cabab bc")
 
 
 def test_missing_package_says_how_to_get_it(monkeypatch):

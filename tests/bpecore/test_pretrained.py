@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 import os
+import pickle
 
 import pytest
 
@@ -109,6 +110,9 @@ def test_model_directory(tmp_path, model_files):
     assert enc.chat_template == TEMPLATE
     assert enc.bos_token is None and enc.eos_token == "<|im_end|>"
     assert enc.max_model_len == 32768
+    again = pickle.loads(pickle.dumps(enc))  # the file is read again: the pipeline is kept
+    assert type(again) is type(enc) and again.chat_template == TEMPLATE
+    assert again.encode_ordinary(TEXTS[2]) == enc.encode_ordinary(TEXTS[2])
 
 
 def test_hub_cache_snapshot(tmp_path, model_files):
