@@ -24,6 +24,7 @@ import functools
 import hashlib
 import importlib.util
 import os
+import re
 
 from bpecore.encoding import Encoding
 from bpecore.load import VocabError, parse_tiktoken, read_file, tiktoken_vocab
@@ -188,22 +189,24 @@ def _reranked(ranks: dict[bytes, int], source: str) -> tuple[Vocab, dict[bytes, 
     checked against tiktoken on the file in tests/bpecore/test_llama.py.
     """
     key: dict[bytes, float] = {t: float(r) for t, r in ranks.items()}
+    check = [t for t in ranks if len(t) > 1]  # first pass: every token
     for _ in range(16):
-        moved = 0
+        moved: list[bytes] = []
         order = sorted(ranks, key=key.__getitem__)
         current: dict[bytes, float] = {t: float(i) for i, t in enumerate(order)}
-        for token in order:
-            if len(token) < 2:
-                continue
+        for token in check:
             last = _bpe_last_merge(token, current)
             if last is None:
                 continue
             later = max(key[last[0]], key[last[1]])
             if later >= key[token]:
                 key[token] = later + 0.5 + ranks[token] / (4.0 * len(ranks))
-                moved += 1
+                moved.append(token)
         if not moved:
             break
+        # A token's BPE reads only the ranks of its substrings: recheck those holding a moved one.
+        holds = re.compile(b"|".join(map(re.escape, moved)))
+        check = [t for t in ranks if len(t) > 1 and holds.search(t)]
     else:
         raise VocabError(f"{source}: no merge order reproduces the file's BPE")
     order = sorted(ranks, key=key.__getitem__)
