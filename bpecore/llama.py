@@ -6,10 +6,13 @@ ranks for Llama 3 (3, 3.1, 3.2, 3.3), 200,000 for Llama 4. Meta's ``Tokenizer`` 
 the ranks (256 for Llama 3, 2,048 for Llama 4, the unnamed ones ``<|reserved_special_token_N|>``)
 and splits text with one pattern: Llama 3's is tiktoken's cl100k regex as written before tiktoken
 0.8 rewrote it with possessive quantifiers (the same matches), Llama 4's is tiktoken's o200k regex
-verbatim. Both are run by the shipped cl100k and o200k scanners, so every exact operation is served.
+verbatim; the encodings use CL100K_PATTERN and O200K_PATTERN. Llama 4 is a plain ``Encoding``
+(o200k scanner, every exact operation). Llama 3's ranks are not in merge order (``_reranked``):
+it runs `bpecore.hf`'s pipeline path, exact for count and encode, horizon operations refused.
 
-``encode_ordinary`` equals tiktoken on the same ranks, pattern and specials (and Hugging Face's
-``tokenizer.json`` of these models). Meta's ``Tokenizer.encode`` additionally cuts its input into
+``encode_ordinary`` equals tiktoken on the same ranks, pattern and specials (`tokenizers` running
+Meta's Llama 3 string cuts some whitespace runs differently, so Hugging Face's Llama 3
+``tokenizer.json`` can differ there). Meta's ``Tokenizer.encode`` additionally cuts its input into
 400,000-character windows and runs of more than 25,000 whitespace or non-whitespace characters
 before encoding, which only changes ids at those cuts; bpecore does not cut.
 
