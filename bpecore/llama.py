@@ -8,7 +8,8 @@ and splits text with one pattern: Llama 3's is tiktoken's cl100k regex as writte
 0.8 rewrote it with possessive quantifiers (the same matches), Llama 4's is tiktoken's o200k regex
 verbatim; the encodings use CL100K_PATTERN and O200K_PATTERN. Llama 4 is a plain ``Encoding``
 (o200k scanner, every exact operation). Llama 3's ranks are not in merge order (``_reranked``):
-it runs `bpecore.hf`'s pipeline path, exact for count and encode, horizon operations refused.
+it counts in the compiled core (cl100k scanner) and corrects the pieces that are whole-piece
+tokens; encode runs `bpecore.hf`'s pipeline; horizon operations are refused.
 
 ``encode_ordinary`` equals tiktoken on the same ranks, pattern and specials (`tokenizers` running
 Meta's Llama 3 string cuts some whitespace runs differently, so Hugging Face's Llama 3
@@ -230,7 +231,10 @@ def _whole_piece_encoding(
     `HFEncoding`)."""
     import regex
 
+    from bpecore.backtrack import BacktrackEncoder
+    from bpecore.encoding import _valid
     from bpecore.hf import HFEncoding, _Added, _split_stage
+    from bpecore.pretokenize import piece_ends
 
     added = [
         _Added(
@@ -240,7 +244,28 @@ def _whole_piece_encoding(
         for s, tid in specials.items()
     ]
     stages = [_split_stage(regex.compile(pattern), "Isolated", False)]
-    return HFEncoding(
+
+    class WholePieceEncoding(HFEncoding):
+        """Counts in the compiled core with the pattern's scanner, then corrects the pieces that
+        are whole-piece tokens (one token each, where BPE gives several); encode runs the pipeline.
+        """
+
+        def count(self, text: str) -> int:
+            data = _valid(text).encode("utf-8")
+            total = pieces_core.count(data.decode("utf-8")) if data else 0
+            ends = piece_ends(pattern, data)
+            for start, end in zip([0, *ends], ends):
+                if end - start in lengths and data[start:end] in whole:
+                    total += 1 - self._core.count(data[start:end].decode("utf-8"))
+            return total
+
+        def count_till_limit(self, text: str, limit: int) -> int | None:
+            n = self.count(text)
+            return n if n <= limit else None
+
+    pieces_core = BacktrackEncoder(vocab, pattern)
+    lengths = frozenset(map(len, whole))
+    return WholePieceEncoding(
         name, vocab, normalizer=None, stages=stages, added=added, whole=whole, pattern=pattern
     )
 

@@ -110,6 +110,14 @@ def test_patterns_are_the_shipped_ones():
     assert LLAMA3_PATTERN != CL100K_PATTERN
 
 
+def test_llama3_count_till_limit():
+    meta = _meta(3)
+    enc = bpecore.get_encoding("llama3")
+    text = read_corpus("multilingual")[:20_000]
+    n = len(meta.model.encode_ordinary(text))
+    assert enc.count_till_limit(text, n) == n and enc.count_till_limit(text, n - 1) is None
+
+
 def test_llama4_exact_operations():
     _meta(4)
     enc = bpecore.get_encoding("llama4")
