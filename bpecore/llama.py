@@ -8,8 +8,8 @@ and splits text with one pattern: Llama 3's is tiktoken's cl100k regex as writte
 0.8 rewrote it with possessive quantifiers (the same matches), Llama 4's is tiktoken's o200k regex
 verbatim; the encodings use CL100K_PATTERN and O200K_PATTERN. Llama 4 is a plain ``Encoding``
 (o200k scanner, every exact operation). Llama 3's ranks are not in merge order (``_reranked``):
-it counts in the compiled core (cl100k scanner) and corrects the pieces that are whole-piece
-tokens; encode runs `bpecore.hf`'s pipeline; horizon operations are refused.
+it counts and encodes in the compiled core (cl100k scanner) and corrects the pieces that are
+whole-piece tokens; horizon operations are refused.
 
 ``encode_ordinary`` equals tiktoken on the same ranks, pattern and specials (`tokenizers` running
 Meta's Llama 3 string cuts some whitespace runs differently, so Hugging Face's Llama 3
@@ -229,6 +229,8 @@ def _whole_piece_encoding(
     """The encoding of a reranked file: `bpecore.hf`'s pipeline with one regex split and tiktoken's
     whole-piece lookup (count and encode exact; horizon operations refused, as for any
     `HFEncoding`)."""
+    import bisect
+
     import regex
 
     from bpecore.backtrack import BacktrackEncoder
@@ -246,22 +248,74 @@ def _whole_piece_encoding(
     stages = [_split_stage(regex.compile(pattern), "Isolated", False)]
 
     class WholePieceEncoding(HFEncoding):
-        """Counts in the compiled core with the pattern's scanner, then corrects the pieces that
-        are whole-piece tokens (one token each, where BPE gives several); encode runs the pipeline.
-        """
+        """Counts and encodes in the compiled core with the pattern's scanner, then corrects the
+        pieces that are whole-piece tokens (one token each, where BPE gives several).
+        ``encode`` with allowed special tokens runs `bpecore.hf`'s pipeline."""
+
+        def _hits(self, data: bytes) -> tuple[list[int], list[tuple[int, int]]]:
+            """(piece ends, (start, end) of each piece that is a whole-piece token)."""
+            ends = piece_ends(pattern, data)
+            hits = [
+                (start, end)
+                for start, end in zip([0, *ends], ends)
+                if end - start in lengths and data[start:end] in whole
+            ]
+            return ends, hits
 
         def count(self, text: str) -> int:
-            data = _valid(text).encode("utf-8")
-            total = pieces_core.count(data.decode("utf-8")) if data else 0
-            ends = piece_ends(pattern, data)
-            for start, end in zip([0, *ends], ends):
-                if end - start in lengths and data[start:end] in whole:
-                    total += 1 - self._core.count(data[start:end].decode("utf-8"))
+            text = _valid(text)
+            if not text:
+                return 0
+            data = text.encode("utf-8")
+            total = pieces_core.count(text)
+            for start, end in self._hits(data)[1]:
+                total += 1 - self._core.count(data[start:end].decode("utf-8"))
             return total
 
         def count_till_limit(self, text: str, limit: int) -> int | None:
             n = self.count(text)
             return n if n <= limit else None
+
+        def encode_ordinary(self, text: str) -> list[int]:
+            text = _valid(text)
+            if not text:
+                return []
+            data = text.encode("utf-8")
+            ends, hits = self._hits(data)
+            if not hits:
+                return pieces_core.encode(text)
+            out: list[int] = []
+            done = 0
+            for start, end in hits:
+                out += self._between(data, done, start, ends)
+                out.append(whole[data[start:end]])
+                done = end
+            return out + self._between(data, done, len(data), ends)
+
+        def _between(self, data: bytes, a: int, b: int, ends: list[int]) -> list[int]:
+            """Ids of the whole text's pieces in ``data[a:b]`` (a and b are piece bounds): the
+            slice encoded alone when the scanner cuts it as the whole text does, else per piece."""
+            if a == b:
+                return []
+            own = ends[bisect.bisect_right(ends, a) : bisect.bisect_right(ends, b)]
+            seg = data[a:b]
+            if piece_ends(pattern, seg) == [x - a for x in own]:
+                return pieces_core.encode(seg.decode("utf-8"))
+            out: list[int] = []
+            for start, end in zip([a, *own], own):
+                out += self._core.encode(data[start:end].decode("utf-8"))
+            return out
+
+        def encode(
+            self, text: str, *, allowed_special=frozenset(), disallowed_special="all"
+        ) -> list[int]:
+            allowed = self._check_special(text, allowed_special, disallowed_special)
+            heads = {s[:2] for s in allowed}  # Meta's all start with "<|": one search, not 256
+            if not any(h in text for h in heads) or not any(s in text for s in allowed):
+                return self.encode_ordinary(text)
+            return super().encode(
+                text, allowed_special=allowed_special, disallowed_special=disallowed_special
+            )
 
     pieces_core = BacktrackEncoder(vocab, pattern)
     lengths = frozenset(map(len, whole))

@@ -90,7 +90,23 @@ def test_meta_encode_without_its_window_cuts(pair):
         st.text(max_size=80),
         st.lists(
             st.sampled_from(
-                [" ", "\n", "\r", "'s", ".:", ".", ":", "a", "A", "é", "1", "日本", " việc", "\t"]
+                [
+                    " ",
+                    "\n",
+                    "\r",
+                    "'s",
+                    ".:",
+                    ".",
+                    ":",
+                    "a",
+                    "A",
+                    "é",
+                    "1",
+                    "日本",
+                    " việc",
+                    "\t",
+                    " jeho",
+                ]
             ),
             max_size=30,
         ).map("".join),
@@ -99,6 +115,10 @@ def test_meta_encode_without_its_window_cuts(pair):
 def test_hyp_equal_meta(pair, text):
     _, enc, meta = pair
     _check(enc, meta, text)
+    marked = text + "<|end_of_text|>" + text
+    assert enc.encode(marked, allowed_special="all") == meta.model.encode(
+        marked, allowed_special="all"
+    )
 
 
 def test_patterns_are_the_shipped_ones():
