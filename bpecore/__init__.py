@@ -14,11 +14,14 @@ from bpecore.chunker import chunk as chunk
 from bpecore.chunker import chunk_batch as chunk_batch
 from bpecore.encoding import Encoding as Encoding
 from bpecore.encoding import UnknownTokenError as UnknownTokenError
+from bpecore.gguf import load_gguf as load_gguf
 from bpecore.images import image_size as image_size
 from bpecore.interval import IntervalCounter as IntervalCounter
+from bpecore.llama import load_llama as load_llama
 from bpecore.load import VocabError as VocabError
 from bpecore.model import encoding_for_model as encoding_for_model
 from bpecore.model import encoding_name_for_model as encoding_name_for_model
+from bpecore.pretrained import from_pretrained as from_pretrained
 from bpecore.registry import get_encoding as get_encoding
 from bpecore.registry import list_encoding_names as list_encoding_names
 from bpecore.registry import list_encodings as list_encodings
@@ -53,6 +56,9 @@ __all__ = [
     "load_hf",
     "load_tiktoken",
     "load_tekken",
+    "load_llama",
+    "from_pretrained",
+    "load_gguf",
     "register_encoding",
     "UnknownTokenError",
     "encoding_for_model",

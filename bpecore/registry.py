@@ -2,7 +2,8 @@
 
 ``get_encoding(name)`` builds an encoding once per process (under a lock) and caches it.
 Shipped: cl100k_base, o200k_base, o200k_harmony, and the GPT-2 family r50k_base, gpt2, p50k_base,
-p50k_edit (tiktoken's names, ranks, patterns and specials).
+p50k_edit (tiktoken's names, ranks, patterns and specials), tekken; llama3 and llama4 are read
+from an installed `llama-models` package.
 """
 
 from __future__ import annotations
@@ -183,6 +184,20 @@ def _tekken() -> Encoding:
 
 
 ENCODING_CONSTRUCTORS["tekken"] = _tekken
+
+
+def _llama(version: int) -> Callable[[], Encoding]:
+    def build() -> Encoding:
+        """Meta's Llama tokenizer.model from an installed `llama-models` (not shipped: its licence)."""
+        from bpecore.llama import installed_llama
+
+        return installed_llama(version)
+
+    return build
+
+
+ENCODING_CONSTRUCTORS["llama3"] = _llama(3)
+ENCODING_CONSTRUCTORS["llama4"] = _llama(4)
 # The shipped constructors: an encoding ``get_encoding`` built from one of these pickles by name.
 _SHIPPED_CONSTRUCTORS: dict[str, Callable[[], Encoding]] = dict(ENCODING_CONSTRUCTORS)
 
@@ -200,9 +215,22 @@ def _pickles_by_name(enc: Encoding) -> bool:
     )
 
 
+#: Encodings whose vocabulary comes from another package: listed only when it is installed.
+_FROM_PACKAGE = {"llama3": "llama_models", "llama4": "llama_models"}
+
+
 def list_encodings() -> list[str]:
-    """Names ``get_encoding`` accepts: the shipped encodings plus any registered ones."""
-    return sorted(ENCODING_CONSTRUCTORS)
+    """Names ``get_encoding`` can build here: the shipped encodings, those whose vocabulary an
+    installed package provides (llama3 and llama4 with `llama-models`), and any registered ones."""
+    import importlib.util
+
+    return sorted(
+        name
+        for name, constructor in ENCODING_CONSTRUCTORS.items()
+        if name not in _FROM_PACKAGE
+        or constructor is not _SHIPPED_CONSTRUCTORS.get(name)
+        or importlib.util.find_spec(_FROM_PACKAGE[name]) is not None
+    )
 
 
 def list_encoding_names() -> list[str]:
@@ -278,7 +306,8 @@ def _sidecar(path: str | os.PathLike) -> dict:
 def resolve_encoding(name_or_path: str | os.PathLike) -> Encoding:
     """The encoding a command line or setting names: a ``get_encoding`` name, else a vocab file.
 
-    A file is read by its kind: a Hugging Face ``tokenizer.json`` (or a directory holding one), a
+    A file is read by its kind: a model directory or hub cache snapshot (``from_pretrained``), a
+    GGUF file (``.gguf``), a Hugging Face ``tokenizer.json`` or Mistral ``tekken*.json``, a
     ``save_tiktoken`` sidecar (``x.tiktoken.json``: its rank file is loaded), or a `.tiktoken`
     rank file (plain or gzip; its sidecar is read when present). Unknown names that are not
     files raise ValueError, as ``get_encoding`` does.
@@ -287,7 +316,17 @@ def resolve_encoding(name_or_path: str | os.PathLike) -> Encoding:
     if spec in ENCODING_CONSTRUCTORS or not os.path.exists(spec):
         return get_encoding(spec)
     if os.path.isdir(spec):
-        return load_hf(os.path.join(spec, "tokenizer.json"))
+        from bpecore.pretrained import from_pretrained
+
+        return from_pretrained(spec)
+    if spec.endswith(".gguf"):
+        from bpecore.gguf import load_gguf
+
+        return load_gguf(spec)
+    if os.path.basename(spec).startswith("tekken") and ".json" in spec:
+        from bpecore.tekken import load_tekken
+
+        return load_tekken(spec)
     if spec.endswith(".json"):
         rank_file = spec[: -len(".json")]
         if os.path.isfile(rank_file) and not _looks_like_json(rank_file):

@@ -1,7 +1,8 @@
 """Service settings, read from the environment with the ``BPESVC_`` prefix (``BPESVC_PORT=9000``).
 
 Complex fields take JSON: ``BPESVC_ENCODINGS='["cl100k_base"]'``,
-``BPESVC_TIKTOKEN_FILES='[{"path": "/vocab/my.tiktoken", "pattern": "cl100k"}]'``.
+``BPESVC_TIKTOKEN_FILES='[{"path": "/vocab/my.tiktoken", "pattern": "cl100k"}]'``,
+``BPESVC_MODEL_ALIASES='{"meta-llama/Llama-3.1-8B-Instruct": "llama3"}'``.
 """
 
 from __future__ import annotations
@@ -69,6 +70,13 @@ class Settings(BaseSettings):
     )
     hf_files: list[HFFile] = Field(
         default_factory=list, description="Extra tokenizer.json files to load."
+    )
+    model_aliases: dict[str, str] = Field(
+        default_factory=dict,
+        description="More names for loaded encodings, alias -> encoding name (JSON: "
+        '\'{"meta-llama/Llama-3.1-8B-Instruct": "llama3"}\'), so requests naming a model '
+        '(vLLM\'s /tokenize "model") resolve; an alias may not take the name of another loaded '
+        "encoding.",
     )
     default_encoding: str = Field(
         default="cl100k_base",

@@ -83,6 +83,14 @@ def load_encodings(settings: Settings) -> dict[str, Encoding]:
             enc = registry.resolve_encoding(path)
             out.setdefault(enc.name, enc)
             settings.default_encoding = enc.name
+    for alias, target in settings.model_aliases.items():
+        if target not in out:
+            raise ValueError(
+                f"model alias {alias!r} names {target!r}, which is not among the loaded {sorted(out)}"
+            )
+        if alias in out and out[alias] is not out[target]:
+            raise ValueError(f"model alias {alias!r} would hide the loaded encoding {alias!r}")
+        out[alias] = out[target]
     if settings.default_encoding not in out:
         raise ValueError(
             f"default_encoding {settings.default_encoding!r} is not among the loaded {sorted(out)}"

@@ -1,0 +1,347 @@
+"""Meta's Llama 3 and Llama 4 ``tokenizer.model`` files, encoded as Meta's tiktoken tokenizer does.
+
+A ``tokenizer.model`` is a `.tiktoken` rank file (``<base64 token> <rank>`` per line): 128,000
+ranks for Llama 3 (3, 3.1, 3.2, 3.3), 200,000 for Llama 4. Meta's ``Tokenizer`` (`llama-models`,
+``llama_models/llama3/tokenizer.py`` and ``llama4/tokenizer.py``) adds its special tokens after
+the ranks (256 for Llama 3, 2,048 for Llama 4, the unnamed ones ``<|reserved_special_token_N|>``)
+and splits text with one pattern: Llama 3's is tiktoken's cl100k regex as written before tiktoken
+0.8 rewrote it with possessive quantifiers (the same matches), Llama 4's is tiktoken's o200k regex
+verbatim; the encodings use CL100K_PATTERN and O200K_PATTERN. Llama 4 is a plain ``Encoding``
+(o200k scanner, every exact operation). Llama 3's ranks are not in merge order (``_reranked``):
+it counts and encodes in the compiled core (cl100k scanner) and corrects the pieces that are
+whole-piece tokens; horizon operations are refused.
+
+``encode_ordinary`` equals tiktoken on the same ranks, pattern and specials (`tokenizers` running
+Meta's Llama 3 string cuts some whitespace runs differently, so Hugging Face's Llama 3
+``tokenizer.json`` can differ there). Meta's ``Tokenizer.encode`` additionally cuts its input into
+400,000-character windows and runs of more than 25,000 whitespace or non-whitespace characters
+before encoding, which only changes ids at those cuts; bpecore does not cut.
+
+The files are under the Llama Community License and are not shipped: ``get_encoding("llama3")``
+and ``("llama4")`` read them from an installed `llama-models` package (``pip install llama-models``)
+and check their SHA-256.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import re
+
+from bpecore.encoding import Encoding
+from bpecore.load import VocabError, parse_tiktoken, read_file, tiktoken_vocab
+from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN
+from bpecore.vocab import Vocab
+
+#: Meta's Llama 3 pattern as its tokenizer writes it; Encodings use CL100K_PATTERN (same pieces).
+LLAMA3_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+#: Meta's Llama 4 pattern: tiktoken's o200k regex, character for character.
+LLAMA4_PATTERN = O200K_PATTERN
+
+#: Ranks in each version's file: how ``load_llama`` tells them apart when no version is given.
+RANKS = {3: 128_000, 4: 200_000}
+#: SHA-256 of the files in `llama-models` (0.1 to 0.3), checked by ``get_encoding``.
+SHA256 = {
+    3: "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55",
+    4: "d0bdbaf59b0762c8c807617e2d8ea51420eb1b1de266df2495be755c8e0ed6ed",
+}
+_PATTERNS = {3: CL100K_PATTERN, 4: O200K_PATTERN}
+
+
+def _reserved(prefix: str, numbers: range) -> list[str]:
+    return [f"<|{prefix}reserved_special_token_{i}|>" for i in numbers]
+
+
+def special_token_names(version: int) -> list[str]:
+    """Meta's special tokens of Llama ``version`` in id order (ids follow the last rank)."""
+    if version == 3:
+        named = [
+            "<|begin_of_text|>",
+            "<|end_of_text|>",
+            "<|reserved_special_token_0|>",
+            "<|reserved_special_token_1|>",
+            "<|finetune_right_pad_id|>",
+            "<|step_id|>",
+            "<|start_header_id|>",
+            "<|end_header_id|>",
+            "<|eom_id|>",
+            "<|eot_id|>",
+            "<|python_tag|>",
+            "<|image|>",
+        ]
+        return named + _reserved("", range(2, 2 + 256 - len(named)))
+    if version == 4:
+        named = [
+            "<|begin_of_text|>",
+            "<|end_of_text|>",
+            "<|fim_prefix|>",
+            "<|fim_middle|>",
+            "<|fim_suffix|>",
+            "<|header_start|>",
+            "<|header_end|>",
+            "<|eom|>",
+            "<|eot|>",
+            "<|step|>",
+            *_reserved("text_post_train_", range(6)),
+            "<|python_start|>",
+            "<|python_end|>",
+            "<|finetune_right_pad|>",
+            *_reserved("text_post_train_", range(8, 69)),
+            "<|image_start|>",
+            "<|image_end|>",
+            *_reserved("vision_", range(2)),
+            "<|tile_x_separator|>",
+            "<|tile_y_separator|>",
+            *_reserved("vision_", range(2, 6)),
+            "<|image|>",
+            *_reserved("vision_", range(6, 7)),
+            "<|patch|>",
+            *_reserved("vision_", range(7, 1048)),
+            *_reserved("reasoning_", range(8)),
+            "<|reasoning_thinking_start|>",
+            "<|reasoning_thinking_end|>",
+        ]
+        return named + _reserved("", range(2048 - len(named)))
+    raise ValueError(f"unknown Llama tokenizer version {version!r}; known: 3, 4")
+
+
+def load_llama(
+    path: str | os.PathLike,
+    *,
+    version: int | None = None,
+    name: str | None = None,
+    expected_sha256: str | None = None,
+) -> Encoding:
+    """An encoding from a Llama 3 or Llama 4 ``tokenizer.model`` with Meta's pattern and specials.
+
+    ``version`` (3 or 4) defaults to the one whose rank count the file has; ``name`` to
+    ``llama3`` / ``llama4``. The ids are Meta's: ranks, then the special tokens.
+    """
+    data = read_file(path)
+    digest = hashlib.sha256(data).hexdigest()
+    if expected_sha256 is not None and digest != expected_sha256:
+        raise VocabError(f"{path}: SHA-256 {digest} does not match the expected {expected_sha256}")
+    try:
+        vocab = tiktoken_vocab(data, str(path))
+        whole: dict[bytes, int] = {}
+    except VocabError:
+        vocab, whole = _reranked(parse_tiktoken(data, str(path)), str(path))
+    if version is None:
+        found = [v for v, n in RANKS.items() if n == len(vocab)]
+        if not found:
+            raise VocabError(
+                f"{path}: {len(vocab)} ranks is neither Llama 3's ({RANKS[3]}) nor Llama 4's "
+                f"({RANKS[4]}); pass version=3 or version=4"
+            )
+        version = found[0]
+    if version not in RANKS:
+        raise ValueError(f"unknown Llama tokenizer version {version!r}; known: 3, 4")
+    if vocab.max_id != len(vocab) - 1:
+        raise VocabError(f"{path}: ranks are not 0..{len(vocab) - 1}")
+    first = len(vocab)
+    specials = {s: first + i for i, s in enumerate(special_token_names(version))}
+    name = name or f"llama{version}"
+    try:
+        if whole:
+            enc = _whole_piece_encoding(name, vocab, _PATTERNS[version], specials, whole)
+        else:
+            enc = Encoding(name, None, _PATTERNS[version], specials, vocab=vocab)
+    except ValueError as e:
+        raise VocabError(f"{path}: {e}") from e
+    enc.vocab_sha256 = digest
+    # Pickled as "load this file again" (get_encoding's ones as their name): by value, a file
+    # whose ranks needed reordering would lose its whole-piece table or be refused.
+    enc._reduce_as = (
+        functools.partial(load_llama, version=version, name=name, expected_sha256=digest),
+        (os.path.abspath(path),),
+    )
+    return enc
+
+
+def _bpe_last_merge(data: bytes, ranks: dict[bytes, float]) -> tuple[bytes, bytes] | None:
+    """The last merge of tiktoken's BPE of ``data`` alone by ``ranks``; None if it is not one token."""
+    parts = [data[i : i + 1] for i in range(len(data))]
+    last = None
+    while len(parts) > 1:
+        best = None
+        for i in range(len(parts) - 1):
+            r = ranks.get(parts[i] + parts[i + 1])
+            if r is not None and (best is None or r < best[0]):
+                best = (r, i)
+        if best is None:
+            return None
+        i = best[1]
+        last = (parts[i], parts[i + 1])
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    return last
+
+
+def _reranked(ranks: dict[bytes, int], source: str) -> tuple[Vocab, dict[bytes, int]]:
+    """(Vocab, whole-piece tokens) of a rank file whose ranks do not follow merge order.
+
+    Llama 3's file appends 28,000 tokens to cl100k's, 81 of them ranked before a token they
+    are merged from (``b".:.:"`` at 100,421 from ``b".:."``) and 588 that BPE never forms from
+    their bytes, which tiktoken yields only when a whole piece is that token. The core needs
+    every token after its parts: each moves to just after its later part (ties keep the file's
+    order, repeated until BPE in the new order agrees) with the file's ids kept through the id
+    map; unformable tokens go to a whole-piece table, as tiktoken's lookup does. Exactness is
+    checked against tiktoken on the file in tests/bpecore/test_llama.py.
+    """
+    key: dict[bytes, float] = {t: float(r) for t, r in ranks.items()}
+    check = [t for t in ranks if len(t) > 1]  # first pass: every token
+    for _ in range(16):
+        moved: list[bytes] = []
+        order = sorted(ranks, key=key.__getitem__)
+        current: dict[bytes, float] = {t: float(i) for i, t in enumerate(order)}
+        for token in check:
+            last = _bpe_last_merge(token, current)
+            if last is None:
+                continue
+            later = max(key[last[0]], key[last[1]])
+            if later >= key[token]:
+                key[token] = later + 0.5 + ranks[token] / (4.0 * len(ranks))
+                moved.append(token)
+        if not moved:
+            break
+        # A token's BPE reads only the ranks of its substrings: recheck those holding a moved one.
+        holds = re.compile(b"|".join(map(re.escape, moved)))
+        check = [t for t in ranks if len(t) > 1 and holds.search(t)]
+    else:
+        raise VocabError(f"{source}: no merge order reproduces the file's BPE")
+    order = sorted(ranks, key=key.__getitem__)
+    try:
+        vocab = Vocab({t: i for i, t in enumerate(order)})
+        vocab._assign_ids([ranks[t] for t in order])
+    except ValueError as e:
+        raise VocabError(f"{source}: {e}") from e
+    whole = {t: ranks[t] for i, t in enumerate(order) if not vocab.is_reachable(i)}
+    return vocab, whole
+
+
+def _whole_piece_encoding(
+    name: str, vocab: Vocab, pattern: str, specials: dict[str, int], whole: dict[bytes, int]
+) -> Encoding:
+    """The encoding of a reranked file: `bpecore.hf`'s pipeline with one regex split and tiktoken's
+    whole-piece lookup (count and encode exact; horizon operations refused, as for any
+    `HFEncoding`)."""
+    import bisect
+
+    import regex
+
+    from bpecore.backtrack import BacktrackEncoder
+    from bpecore.encoding import _valid
+    from bpecore.hf import HFEncoding, _Added, _split_stage
+    from bpecore.pretokenize import piece_ends
+
+    added = [
+        _Added(
+            {"id": tid, "content": s, "special": True, "normalized": False},
+            name,
+        )
+        for s, tid in specials.items()
+    ]
+    stages = [_split_stage(regex.compile(pattern), "Isolated", False)]
+
+    class WholePieceEncoding(HFEncoding):
+        """Counts and encodes in the compiled core with the pattern's scanner, then corrects the
+        pieces that are whole-piece tokens (one token each, where BPE gives several).
+        ``encode`` with allowed special tokens runs `bpecore.hf`'s pipeline."""
+
+        def _hits(self, data: bytes) -> tuple[list[int], list[tuple[int, int]]]:
+            """(piece ends, (start, end) of each piece that is a whole-piece token)."""
+            ends = piece_ends(pattern, data)
+            hits = [
+                (start, end)
+                for start, end in zip([0, *ends], ends)
+                if end - start in lengths and data[start:end] in whole
+            ]
+            return ends, hits
+
+        def count(self, text: str) -> int:
+            text = _valid(text)
+            if not text:
+                return 0
+            data = text.encode("utf-8")
+            total = pieces_core.count(text)
+            for start, end in self._hits(data)[1]:
+                total += 1 - self._core.count(data[start:end].decode("utf-8"))
+            return total
+
+        def count_till_limit(self, text: str, limit: int) -> int | None:
+            n = self.count(text)
+            return n if n <= limit else None
+
+        def encode_ordinary(self, text: str) -> list[int]:
+            text = _valid(text)
+            if not text:
+                return []
+            data = text.encode("utf-8")
+            ends, hits = self._hits(data)
+            if not hits:
+                return pieces_core.encode(text)
+            out: list[int] = []
+            done = 0
+            for start, end in hits:
+                out += self._between(data, done, start, ends)
+                out.append(whole[data[start:end]])
+                done = end
+            return out + self._between(data, done, len(data), ends)
+
+        def _between(self, data: bytes, a: int, b: int, ends: list[int]) -> list[int]:
+            """Ids of the whole text's pieces in ``data[a:b]`` (a and b are piece bounds): the
+            slice encoded alone when the scanner cuts it as the whole text does, else per piece."""
+            if a == b:
+                return []
+            own = ends[bisect.bisect_right(ends, a) : bisect.bisect_right(ends, b)]
+            seg = data[a:b]
+            if piece_ends(pattern, seg) == [x - a for x in own]:
+                return pieces_core.encode(seg.decode("utf-8"))
+            out: list[int] = []
+            for start, end in zip([a, *own], own):
+                out += self._core.encode(data[start:end].decode("utf-8"))
+            return out
+
+        def encode(
+            self, text: str, *, allowed_special=frozenset(), disallowed_special="all"
+        ) -> list[int]:
+            allowed = self._check_special(text, allowed_special, disallowed_special)
+            heads = {s[:2] for s in allowed}  # Meta's all start with "<|": one search, not 256
+            if not any(h in text for h in heads) or not any(s in text for s in allowed):
+                return self.encode_ordinary(text)
+            return super().encode(
+                text, allowed_special=allowed_special, disallowed_special=disallowed_special
+            )
+
+    pieces_core = BacktrackEncoder(vocab, pattern)
+    lengths = frozenset(map(len, whole))
+    return WholePieceEncoding(
+        name, vocab, normalizer=None, stages=stages, added=added, whole=whole, pattern=pattern
+    )
+
+
+def installed_path(version: int) -> str:
+    """The ``tokenizer.model`` of Llama ``version`` inside the installed `llama-models` package."""
+    spec = importlib.util.find_spec("llama_models")  # found, not imported (its imports are heavy)
+    if spec is None or not spec.submodule_search_locations:
+        raise VocabError(
+            f"llama{version} needs Meta's tokenizer.model (Llama Community License, not shipped "
+            "with bpecore): pip install llama-models"
+        )
+    package = list(spec.submodule_search_locations)[0]
+    path = os.path.join(package, f"llama{version}", "tokenizer.model")
+    if not os.path.isfile(path):
+        raise VocabError(
+            f"{path}: the installed llama-models has no Llama {version} tokenizer.model; "
+            "pip install --upgrade llama-models"
+        )
+    return path
+
+
+def installed_llama(version: int) -> Encoding:
+    """``get_encoding("llama3")`` / ``("llama4")``: the installed file, after checking its SHA-256."""
+    return load_llama(installed_path(version), version=version, expected_sha256=SHA256[version])

@@ -1,0 +1,178 @@
+"""load_gguf: GGUF files written here from tokenizer.json files, against load_hf and `tokenizers`."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import struct
+
+import pytest
+
+import bpecore
+from bpecore.gguf import PRE_TOKENIZERS, load_gguf, read_metadata
+from tests.conftest import CORPORA, read_corpus
+
+tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers is the reference")
+from tokenizers import AddedToken, models, pre_tokenizers, trainers  # noqa: E402
+
+U32, U64, STRING, ARRAY, I32 = 4, 10, 8, 9, 5
+
+
+def _s(text: str) -> bytes:
+    data = text.encode("utf-8")
+    return struct.pack("<Q", len(data)) + data
+
+
+def _value(kind: int, value) -> bytes:
+    if kind == STRING:
+        return _s(value)
+    if kind == U32:
+        return struct.pack("<I", value)
+    raise AssertionError(kind)
+
+
+def write_gguf(path, pairs: list[tuple[str, int, object]], version: int = 3) -> None:
+    """A minimal GGUF writer: (key, type, value) pairs; arrays are (ARRAY, (item type, items))."""
+    out = [b"GGUF", struct.pack("<IQQ", version, 0, len(pairs))]
+    for key, kind, value in pairs:
+        out.append(_s(key) + struct.pack("<I", kind))
+        if kind == ARRAY:
+            item, items = value
+            out.append(struct.pack("<IQ", item, len(items)))
+            for v in items:
+                out.append(struct.pack("<i", v) if item == I32 else _value(item, v))
+        else:
+            out.append(_value(kind, value))
+    path.write_bytes(b"".join(out))
+
+
+def gguf_from_tokenizer_json(doc: dict, pre: str, path) -> None:
+    """What convert_hf_to_gguf.py keeps of a byte-level BPE tokenizer.json: tokens by id with
+    their types, merges as 'a b', the pre-tokenizer's name."""
+    by_id = {tid: (tok, 1) for tok, tid in doc["model"]["vocab"].items()}
+    for a in doc["added_tokens"]:
+        by_id[a["id"]] = (a["content"], 3 if a["special"] else 4)
+    tokens = [by_id[i] for i in range(len(by_id))]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in doc["model"]["merges"]]
+    write_gguf(
+        path,
+        [
+            ("general.architecture", STRING, "llama"),
+            ("general.name", STRING, f"tiny-{pre}"),
+            ("tokenizer.ggml.model", STRING, "gpt2"),
+            ("tokenizer.ggml.pre", STRING, pre),
+            ("tokenizer.ggml.tokens", ARRAY, (STRING, [t for t, _ in tokens])),
+            ("tokenizer.ggml.token_type", ARRAY, (I32, [k for _, k in tokens])),
+            ("tokenizer.ggml.merges", ARRAY, (STRING, merges)),
+            ("tokenizer.ggml.bos_token_id", U32, 0),
+        ],
+    )
+
+
+@pytest.fixture(scope="module", params=sorted(PRE_TOKENIZERS))
+def trio(request, tmp_path_factory):
+    """(load_gguf of the written file, load_hf of the tokenizer.json, `tokenizers` on it)."""
+    pre = request.param
+    directory = tmp_path_factory.mktemp(f"gguf-{pre}")
+    doc0 = json.loads(tokenizers.Tokenizer(models.BPE()).to_str())
+    doc0["pre_tokenizer"] = PRE_TOKENIZERS[pre]
+    tok = tokenizers.Tokenizer.from_str(json.dumps(doc0))
+    trainer = trainers.BpeTrainer(
+        vocab_size=500, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator([read_corpus(n)[:20_000] for n in ("english", "code")], trainer)
+    tok.add_special_tokens([AddedToken("<|eot|>", normalized=False)])
+    tok.add_tokens([AddedToken("<tool>", normalized=False)])
+    json_path = directory / "tokenizer.json"
+    json_path.write_text(tok.to_str(), encoding="utf-8")
+    gguf_path = directory / "tiny.gguf"
+    gguf_from_tokenizer_json(json.loads(tok.to_str()), pre, gguf_path)
+    return load_gguf(gguf_path), bpecore.load_hf(json_path), tok
+
+
+def test_gguf_equals_load_hf_and_tokenizers(trio):
+    enc, hf, tok = trio
+    assert enc.special_tokens == hf.special_tokens == {"<|eot|>": tok.token_to_id("<|eot|>")}
+    texts = [
+        "",
+        "hi<|eot|>there <tool>x</tool> 12345",
+        *(read_corpus(n)[:20_000] for n in CORPORA),
+    ]
+    tok.encode_special_tokens = True
+    for text in texts:
+        want = tok.encode(text, add_special_tokens=False).ids
+        assert enc.encode_ordinary(text) == hf.encode_ordinary(text) == want
+        assert enc.count(text) == len(want)
+    again = pickle.loads(pickle.dumps(enc))
+    assert again.name == enc.name and again.encode_ordinary(texts[1]) == enc.encode_ordinary(
+        texts[1]
+    )
+    tok.encode_special_tokens = False
+    text = "a<|eot|>b <tool>"
+    assert enc.encode(text, allowed_special="all") == tok.encode(text, add_special_tokens=False).ids
+
+
+def test_name_and_metadata(trio, tmp_path):
+    enc, _, _ = trio
+    assert enc.name.startswith("tiny-")
+    path = tmp_path / "m.gguf"
+    write_gguf(path, [("a", STRING, "é"), ("b", ARRAY, (U32, [1, 2, 3]))], version=2)
+    assert read_metadata(path) == {"a": "é", "b": [1, 2, 3]}
+
+
+def _header(n_kv: int) -> bytes:
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, n_kv)
+
+
+@pytest.mark.parametrize(
+    "data,message",
+    [
+        (b"GGML" + b"\0" * 20, "not a GGUF file"),
+        (b"GGUF" + struct.pack("<IQQ", 1, 0, 0), "version 1"),
+        (_header(2**62), "cannot fit"),
+        (_header(1) + struct.pack("<Q", 2**62) + b"\0" * 16, "claims 4611686018427387904 bytes"),
+        (
+            _header(1) + _s("k") + struct.pack("<IIQ", ARRAY, STRING, 2**61),
+            "claims 2305843009213693952 items",
+        ),
+        (_header(1) + _s("k") + struct.pack("<IIQ", ARRAY, U32, 2**40), "more than the"),
+        (_header(1) + _s("k") + struct.pack("<I", 99), "unknown value type 99"),
+        (_header(1) + _s("k") + struct.pack("<IQ", STRING, 3) + b"ab", "claims 3 bytes"),
+    ],
+    ids=["magic", "version", "pairs", "key", "strings", "scalars", "type", "truncated"],
+)
+def test_absurd_headers_are_refused_without_allocating(tmp_path, data, message):
+    path = tmp_path / "bad.gguf"
+    path.write_bytes(data)
+    with pytest.raises(bpecore.VocabError, match=message):
+        read_metadata(path)
+
+
+def _tokenizer_file(tmp_path, **change):
+    pairs = {
+        "tokenizer.ggml.model": (STRING, "gpt2"),
+        "tokenizer.ggml.pre": (STRING, "deepseek-llm"),
+        "tokenizer.ggml.tokens": (ARRAY, (STRING, ["a"])),
+        "tokenizer.ggml.merges": (ARRAY, (STRING, [])),
+    }
+    pairs.update(change)
+    path = tmp_path / "t.gguf"
+    write_gguf(path, [(k, kind, v) for k, (kind, v) in pairs.items()])
+    return path
+
+
+def test_unknown_pre_tokenizer_is_named(tmp_path):
+    with pytest.raises(bpecore.VocabError, match="pre-tokenizer 'deepseek-llm'"):
+        load_gguf(_tokenizer_file(tmp_path))
+    with pytest.raises(bpecore.VocabError, match="pre-tokenizer 7 "):
+        load_gguf(_tokenizer_file(tmp_path, **{"tokenizer.ggml.pre": (U32, 7)}))
+    path = _tokenizer_file(tmp_path)
+    data = path.read_bytes().replace(b"tokenizer.ggml.pre", b"tokenizer.ggml.xyz")
+    path.write_bytes(data)
+    with pytest.raises(bpecore.VocabError, match="pre-tokenizer None"):
+        load_gguf(path)
+
+
+def test_sentencepiece_model_is_refused(tmp_path):
+    with pytest.raises(bpecore.VocabError, match="'llama' is not byte-level BPE"):
+        load_gguf(_tokenizer_file(tmp_path, **{"tokenizer.ggml.model": (STRING, "llama")}))

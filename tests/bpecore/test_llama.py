@@ -1,0 +1,194 @@
+"""Llama 3 / Llama 4 ``tokenizer.model`` against Meta's own tokenizer (`llama-models`): 0 mismatches."""
+
+from __future__ import annotations
+
+import base64
+import pickle
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import bpecore
+from bpecore.llama import LLAMA3_PATTERN, LLAMA4_PATTERN, installed_path, special_token_names
+from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN
+from tests.conftest import CORPORA, read_corpus
+
+DEFAULT_CHARS = 200_000  # per corpus in the default run; the slow run takes all of each
+
+
+def _meta(version: int):
+    try:
+        if version == 3:
+            from llama_models.llama3.tokenizer import Tokenizer
+        else:
+            from llama_models.llama4.tokenizer import Tokenizer
+    except ImportError:
+        pytest.skip("llama-models (test extra) is not installed: it is Meta's reference tokenizer")
+    return Tokenizer.get_instance()
+
+
+@pytest.fixture(scope="module", params=[3, 4], ids=["llama3", "llama4"])
+def pair(request):
+    meta = _meta(request.param)
+    return request.param, bpecore.get_encoding(f"llama{request.param}"), meta
+
+
+def test_specials_and_size_equal_meta(pair):
+    version, enc, meta = pair
+    assert enc.special_tokens == meta.special_tokens
+    assert enc.n_vocab == meta.n_words == {3: 128_256, 4: 202_048}[version]
+    assert list(enc.special_tokens) == special_token_names(version)
+
+
+def _check(enc, meta, text: str) -> None:
+    want = meta.model.encode_ordinary(
+        text
+    )  # Meta's tiktoken Encoding: its pattern, ranks, specials
+    assert enc.encode_ordinary(text) == want
+    assert enc.count(text) == len(want)
+
+
+def test_ids_equal_meta_on_corpora(pair):
+    _, enc, meta = pair
+    for name in CORPORA:
+        _check(enc, meta, read_corpus(name)[:DEFAULT_CHARS])
+
+
+@pytest.mark.slow
+def test_ids_equal_meta_full_corpora(pair):
+    _, enc, meta = pair
+    for name in CORPORA:
+        _check(enc, meta, read_corpus(name))
+
+
+def test_every_token_text_equals_meta(pair):
+    """Each token's own text: covers Llama 3's tokens ranked before their parts and those BPE
+    never forms (a piece that is one of them is that token, as in tiktoken)."""
+    _, enc, meta = pair
+    for data in meta.model._mergeable_ranks:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        assert enc.encode_ordinary(text) == meta.model.encode_ordinary(text), data
+
+
+def test_meta_encode_without_its_window_cuts(pair):
+    """Meta's ``Tokenizer.encode`` itself, on texts without runs it cuts (> 25,000 characters)."""
+    _, enc, meta = pair
+    text = read_corpus("english")[:50_000] + read_corpus("multilingual")[:50_000]
+    assert enc.encode_ordinary(text) == meta.encode(text, bos=False, eos=False)
+    marked = "<|begin_of_text|>Hi<|end_of_text|> x"
+    assert enc.encode(marked, allowed_special="all") == meta.encode(
+        marked, bos=False, eos=False, allowed_special="all"
+    )
+
+
+@given(
+    text=st.one_of(
+        st.text(max_size=80),
+        st.lists(
+            st.sampled_from(
+                [
+                    " ",
+                    "\n",
+                    "\r",
+                    "'s",
+                    ".:",
+                    ".",
+                    ":",
+                    "a",
+                    "A",
+                    "é",
+                    "1",
+                    "日本",
+                    " việc",
+                    "\t",
+                    " jeho",
+                ]
+            ),
+            max_size=30,
+        ).map("".join),
+    )
+)
+def test_hyp_equal_meta(pair, text):
+    _, enc, meta = pair
+    _check(enc, meta, text)
+    marked = text + "<|end_of_text|>" + text
+    assert enc.encode(marked, allowed_special="all") == meta.model.encode(
+        marked, allowed_special="all"
+    )
+
+
+def test_patterns_are_the_shipped_ones():
+    """Llama 4's pattern is o200k's string; Llama 3's is cl100k's before tiktoken's possessive
+    rewrite, which tiktoken runs to the same pieces (the corpus tests above compare against
+    Meta's tiktoken Encoding, built with Meta's string), so CL100K_PATTERN serves it."""
+    assert LLAMA4_PATTERN == O200K_PATTERN
+    assert bpecore.get_encoding("llama4").pattern == O200K_PATTERN
+    assert LLAMA3_PATTERN != CL100K_PATTERN
+
+
+def test_llama3_count_till_limit():
+    meta = _meta(3)
+    enc = bpecore.get_encoding("llama3")
+    text = read_corpus("multilingual")[:20_000]
+    n = len(meta.model.encode_ordinary(text))
+    assert enc.count_till_limit(text, n) == n and enc.count_till_limit(text, n - 1) is None
+
+
+def test_llama4_exact_operations():
+    _meta(4)
+    enc = bpecore.get_encoding("llama4")
+    text = read_corpus("english")[:3000]
+    k = enc.split_at(text, 50)
+    assert enc.count(text[:k]) <= 50 < enc.count(text[: k + 1])
+    ic = enc.interval_counter(text)
+    assert all(ic.count(a, b) == enc.count(text[a:b]) for a, b in [(0, 100), (17, 950)])
+
+
+def _rank_file(tmp_path, tokens: list[bytes]):
+    lines = [base64.b64encode(t) + b" " + str(i).encode() for i, t in enumerate(tokens)]
+    path = tmp_path / "tokenizer.model"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_load_llama_version_by_size(tmp_path):
+    path = _rank_file(tmp_path, [bytes([b]) for b in range(256)] + [b"ab"])
+    with pytest.raises(bpecore.VocabError, match="pass version=3 or version=4"):
+        bpecore.load_llama(path)
+    enc = bpecore.load_llama(path, version=3, name="tiny")
+    assert enc.encode_ordinary("ab") == [256]
+    assert enc.special_tokens["<|begin_of_text|>"] == 257
+    assert len(enc.special_tokens) == 256
+    with pytest.raises(bpecore.VocabError, match="does not match the expected"):
+        bpecore.load_llama(path, version=4, expected_sha256="0" * 64)
+
+
+def test_load_llama_token_ranked_before_its_parts(tmp_path):
+    """A token ranked before a part (b"abab" before b"ab") and one BPE never forms (b"bc"):
+    ids equal tiktoken's on the same file."""
+    tiktoken = pytest.importorskip("tiktoken")
+    tokens = [bytes([b]) for b in range(256)] + [b"abab", b"ab", b"bc", b"ca"]
+    ranks = {t: i for i, t in enumerate(tokens)}
+    enc = bpecore.load_llama(_rank_file(tmp_path, tokens), version=3)
+    ref = tiktoken.Encoding("t", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    for text in ["abab", "ababab", "bc", "abc", "bca", "cab cabab", "ab bc abab"]:
+        assert enc.encode_ordinary(text) == ref.encode_ordinary(text), text
+    again = pickle.loads(pickle.dumps(enc))
+    assert again.encode_ordinary("cab cabab bc") == ref.encode_ordinary("cab cabab bc")
+
+
+def test_missing_package_says_how_to_get_it(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llama_models" else real(name, *a),
+    )
+    with pytest.raises(bpecore.VocabError, match="pip install llama-models"):
+        installed_path(3)
