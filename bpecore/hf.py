@@ -943,8 +943,14 @@ def load_hf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
     ``encode_special_tokens=True``; ``encode(text, allowed_special="all")`` equals it without.
     A component that cannot be reproduced exactly raises VocabError naming it.
     """
-    data = read_file(path)
-    source = str(path)
+    if name is None:
+        name = os.path.basename(os.path.dirname(os.path.abspath(path))) or "hf"
+    return _from_bytes(read_file(path), name, str(path))
+
+
+def _from_bytes(data: bytes, name: str, source: str) -> Encoding:
+    """``load_hf`` of a file's bytes; the encoding pickles as these bytes (by value), so its
+    normalizer, stages, added tokens and rank -> id map all come back in the other process."""
     try:
         doc = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -954,13 +960,12 @@ def load_hf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
         raise VocabError(f"{source}: malformed tokenizer.json: JSON nested too deep") from e
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
         raise VocabError(f"{source}: no 'model' object")
-    if name is None:
-        name = os.path.basename(os.path.dirname(os.path.abspath(path))) or "hf"
     try:
         enc = _build(doc, name, source)
     except (TypeError, AttributeError, KeyError, IndexError) as e:
         raise VocabError(f"{source}: malformed tokenizer.json: {type(e).__name__}: {e}") from e
     enc.vocab_sha256 = hashlib.sha256(data).hexdigest()
+    enc._reduce_as = (_from_bytes, (data, name, source))
     return enc
 
 

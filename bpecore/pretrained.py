@@ -172,11 +172,9 @@ def from_pretrained(path: str | os.PathLike, *, name: str | None = None) -> Enco
 
 
 def _pickle_as_reload(enc: Encoding, loader, path: str, **kwargs) -> None:
-    """Make an encoding that runs the `tokenizers` pipeline (``bpecore.hf.HFEncoding``) pickle as
-    "load ``path`` again": by value it would lose its pipeline. Plain encodings pickle by value."""
+    """Make an encoding read from a tokenizer file pickle as "load ``path`` again": by value (its
+    ranks) it would lose a ``tokenizers`` pipeline (``bpecore.hf.HFEncoding``) or a rank -> id map
+    that differs from merge order. The other process needs the same file at the same path."""
     import functools
 
-    from bpecore.hf import HFEncoding
-
-    if isinstance(enc, HFEncoding):
-        enc._reduce_as = (functools.partial(loader, **kwargs), (os.path.abspath(path),))
+    enc._reduce_as = (functools.partial(loader, **kwargs), (os.path.abspath(path),))

@@ -210,6 +210,30 @@ EDGES = [
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_synthetic_pickles_by_value(synthetic, kind):
+    # By value: the file's bytes travel, so the pipeline and the rank -> id map come back.
+    import pickle
+
+    triple = synthetic[kind]
+    back = pickle.loads(pickle.dumps(triple[0]))
+    assert type(back) is type(triple[0])
+    _check((back, *triple[1:]), " ".join(EDGES) + " " + read_corpus("multilingual")[:DEFAULT_BYTES])
+
+
+@pytest.mark.parametrize("kind", ["plain", "chained"])
+def test_from_pretrained_pickles_with_its_ids(kind, tmp_path):
+    # A model directory's encoding pickles as a reload of its file: ids that differ from merge
+    # order (every synthetic file shuffles them) and a pipeline ("chained") both come back.
+    import pickle
+
+    path = _build(kind, tmp_path)
+    path.rename(tmp_path / "tokenizer.json")
+    _, plain, special = _pair(tmp_path / "tokenizer.json")
+    back = pickle.loads(pickle.dumps(bpecore.from_pretrained(tmp_path)))
+    _check((back, plain, special), " ".join(EDGES) + " " + read_corpus("code")[:DEFAULT_BYTES])
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_synthetic_ids_equal_hf(synthetic, kind):
     triple = synthetic[kind]
     for text in EDGES:
