@@ -54,7 +54,10 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="BPESVC_", extra="ignore")
 
-    host: str = Field(default="0.0.0.0", description="Address `python -m service` listens on.")
+    host: str = Field(
+        default="127.0.0.1",
+        description="Address `python -m service` listens on (the image and manifests set 0.0.0.0).",
+    )
     port: int = Field(default=8000, description="Port `python -m service` listens on.")
     workers: int = Field(
         default=1, description="uvicorn worker processes (one per container is advised)."

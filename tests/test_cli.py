@@ -382,6 +382,16 @@ def test_serve_binds_loopback_by_default():
         proc.communicate(timeout=30)
 
 
+def test_python_m_service_listens_on_loopback_by_default(monkeypatch):
+    pytest.importorskip("pydantic_settings")
+    from service.config import Settings
+
+    monkeypatch.delenv("BPESVC_HOST", raising=False)
+    assert Settings().host == "127.0.0.1"
+    monkeypatch.setenv("BPESVC_HOST", "0.0.0.0")
+    assert Settings().host == "0.0.0.0"
+
+
 def test_container_and_manifests_listen_on_every_interface():
     root = Path(__file__).resolve().parents[1]
     dockerfile = (root / "Dockerfile").read_text()
