@@ -163,3 +163,17 @@ def shipped_sha256() -> dict[str, str]:
         name: digest
         for digest, name in (line.split() for line in text.splitlines() if line.strip())
     }
+
+
+def read_shipped(filename: str) -> tuple[bytes, str, str]:
+    """``(data, sha256, path)`` of ``data/<filename>.gz`` inside the package, its SHA-256 checked
+    against the pinned one (SHA256SUMS): a corrupted install is a VocabError, never a vocabulary."""
+    path = resources.files("bpecore").joinpath(f"data/{filename}.gz")
+    data = read_file(str(path))
+    expected = shipped_sha256()[filename]
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise VocabError(
+            f"{path}: SHA-256 {actual} does not match the pinned {expected}; reinstall bpecore"
+        )
+    return data, actual, str(path)

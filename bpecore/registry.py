@@ -18,7 +18,7 @@ from importlib import resources
 
 from bpecore.encoding import Encoding
 from bpecore.export import sidecar_path
-from bpecore.load import VocabError, read_file, shipped_sha256, tiktoken_vocab
+from bpecore.load import VocabError, read_file, read_shipped, tiktoken_vocab
 from bpecore.vocab import Vocab
 
 ENDOFTEXT = "<|endoftext|>"
@@ -69,16 +69,9 @@ def _load_shipped(filename: str) -> tuple[Vocab, str]:
     a service that loads in a thread overlaps it with its own imports. The split search is
     skipped with the shipped steps file when it matches (``_split_steps``).
     """
-    path = resources.files("bpecore").joinpath(f"data/{filename}.gz")
-    data = read_file(str(path))
-    expected = shipped_sha256()[filename]
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != expected:
-        raise VocabError(
-            f"{path}: SHA-256 {actual} does not match the pinned {expected}; reinstall bpecore"
-        )
+    data, actual, path = read_shipped(filename)
     vocab = Vocab.from_tiktoken(data, _split_steps(filename, actual))
-    return (vocab if vocab is not None else tiktoken_vocab(data, str(path))), actual
+    return (vocab if vocab is not None else tiktoken_vocab(data, path)), actual
 
 
 _vocabs: dict[str, tuple[Vocab, str]] = {}

@@ -19,10 +19,9 @@ import binascii
 import hashlib
 import json
 import os
-from importlib import resources
 
 from bpecore.encoding import Encoding
-from bpecore.load import VocabError, read_file, shipped_sha256
+from bpecore.load import VocabError, read_file, read_shipped
 
 #: The special tokens of Tekken files older than v7, which do not list them (ids 0..19); the
 #: rest, up to ``default_num_special_tokens``, are ``<SPECIAL_{id}>``.
@@ -131,15 +130,8 @@ def load_tekken(path: str | os.PathLike, *, name: str | None = None) -> Encoding
 
 def shipped_tekken() -> Encoding:
     """``get_encoding("tekken")``: the vendored ``tekken_240718.json``, after checking its SHA-256."""
-    path = resources.files("bpecore").joinpath(f"data/{SHIPPED}.gz")
-    data = read_file(str(path))
-    expected = shipped_sha256()[SHIPPED]
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != expected:
-        raise VocabError(
-            f"{path}: SHA-256 {actual} does not match the pinned {expected}; reinstall bpecore"
-        )
-    ranks, pattern, specials = parse_tekken(data, str(path))
+    data, actual, path = read_shipped(SHIPPED)
+    ranks, pattern, specials = parse_tekken(data, path)
     enc = Encoding("tekken", ranks, pattern, specials)
     enc.vocab_sha256 = actual
     return enc

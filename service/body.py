@@ -117,3 +117,18 @@ def text_and_size(text: str) -> tuple[str, int]:
             len(text[i : i + PIECE_CHARS].encode("utf-8")) for i in range(0, len(text), PIECE_CHARS)
         )
     return text, n
+
+
+def replay(body: bytes, receive):
+    """An ASGI ``receive`` that hands the app ``body`` (already read in full) once, then defers to
+    ``receive`` (a disconnect): for a layer that read the body before passing the request on."""
+    replayed = False
+
+    async def receive_again():
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return receive_again

@@ -151,16 +151,7 @@ class LeanRoutes:
         else:  # parse and answer off the loop, so it stays free to answer others
             out = await anyio.to_thread.run_sync(self._answer, handler, body, info)
         if out is None:
-            replayed = False
-
-            async def replay():
-                nonlocal replayed
-                if not replayed:
-                    replayed = True
-                    return {"type": "http.request", "body": body, "more_body": False}
-                return await receive()
-
-            return await self.app(scope, replay, send)
+            return await self.app(scope, body_json.replay(body, receive), send)
         scope["route"] = route  # the route template, for the request metrics and the log line
         if isinstance(out, APIError):
             info["error_type"] = out.type

@@ -16,6 +16,7 @@ import re
 import time
 import uuid
 
+from service.body import replay
 from service.errors import RETRY_AFTER_SECONDS, RETRY_AFTER_STATUSES, error_body
 from service.metrics import EXCLUDED_PATHS, Metrics
 
@@ -148,16 +149,7 @@ class ServiceMiddleware:
                 chunks.append(chunk)
                 more = message.get("more_body", False)
             body = b"".join(chunks)
-            replayed = False
-
-            async def replay():
-                nonlocal replayed
-                if not replayed:
-                    replayed = True
-                    return {"type": "http.request", "body": body, "more_body": False}
-                return await receive()
-
-            await self.app(scope, replay, send_wrapper)
+            await self.app(scope, replay(body, receive), send_wrapper)
         finally:
             self.inflight -= 1
             self.metrics.inflight.dec()

@@ -167,3 +167,15 @@ def test_hf_not_json(tmp_path):
     path.write_bytes(b'{"model": \n  {"vocab": }')
     with pytest.raises(bpecore.VocabError, match="tokenizer.json:2: not valid JSON"):
         bpecore.load_hf(path)
+
+
+@pytest.mark.parametrize("filename", ["cl100k_base.tiktoken", "tekken_240718.json"])
+def test_shipped_file_with_another_hash_is_refused(filename, monkeypatch):
+    from bpecore import load
+
+    good = load.shipped_sha256()
+    data, digest, _ = load.read_shipped(filename)
+    assert digest == good[filename] and len(data) > 0
+    monkeypatch.setattr(load, "shipped_sha256", lambda: {**good, filename: "0" * 64})
+    with pytest.raises(bpecore.VocabError, match="does not match the pinned"):
+        load.read_shipped(filename)
