@@ -483,7 +483,10 @@ class VllmTokenizeRequest(Request):
 
 class VllmTokenizeResponse(Response):
     count: int = Field(description="Number of tokens.")
-    max_model_len: int = Field(description="Reported as the server's max_tokens limit.")
+    max_model_len: int | None = Field(
+        description="The model's context length from its config (an encoding loaded with "
+        "from_pretrained); null when unknown."
+    )
     tokens: list[int] = Field(description="Token ids.")
     token_strs: list[str] | None = Field(
         default=None, description="Per token, its text (when asked)."

@@ -45,7 +45,10 @@ def _vllm_tokenize(body: VllmTokenizeRequest, ctx: Ctx) -> Response:
         strs = [enc.decode_bytes([t]).decode("utf-8", "replace") for t in tokens]
     return reply(
         VllmTokenizeResponse(
-            count=len(tokens), max_model_len=ctx.settings.max_tokens, tokens=tokens, token_strs=strs
+            count=len(tokens),
+            max_model_len=getattr(enc, "max_model_len", None),
+            tokens=tokens,
+            token_strs=strs,
         )
     )
 

@@ -9,9 +9,16 @@ def test_vllm_tokenize(client, cl100k):
     ).json()
     assert body["tokens"] == cl100k.encode("hello world") and body["count"] == 2
     assert body["token_strs"] == ["hello", " world"]
-    assert isinstance(body["max_model_len"], int)
+    assert body["max_model_len"] is None  # no model config: unknown, not the server's request limit
     other = client.post("/tokenize", json={"model": "o200k_base", "prompt": "hello world"}).json()
     assert other["tokens"] == [24912, 2375]
+
+
+def test_vllm_tokenize_reports_the_model_context_length(client, cl100k, monkeypatch):
+    # An encoding from a model directory carries its config's context length.
+    monkeypatch.setattr(cl100k, "max_model_len", 131072, raising=False)
+    body = client.post("/tokenize", json={"model": "cl100k_base", "prompt": "hi"}).json()
+    assert body["max_model_len"] == 131072
 
 
 def test_vllm_detokenize(client, cl100k):
