@@ -2,11 +2,12 @@
 
 Usage: python benches/bench_chat.py [--turns 1000] [--runs 200]
 Builds a 1,000-turn history (user and assistant turns of ~60 words, a tool call with its result
-every tenth turn), fills one ChatCounter to turn 10 and one to turn 1,000, and times adding the
-same next turn to each (best of --runs; the counter keeps the added turns, so turn 10 ends at
-10 + runs). For scale it
-also times recounting the whole request with count_request, which is what a gateway does without
-a counter. The append cost should not depend on the turn.
+every tenth turn), fills one ChatCounter to turn 10 and one to turn 1,000, and times adding a
+next turn to each (best of --runs; every timed call gets a turn of its own, a text no call has
+counted before in the process; the counter keeps the added turns, so turn 10 ends at 10 + runs).
+For scale it also times recounting the whole request with count_request, which is what a gateway
+does without a counter, each time with another new last turn. The append cost should not depend
+on the turn.
 """
 
 from __future__ import annotations
@@ -36,13 +37,25 @@ def history(turns: int, rng: random.Random) -> list[dict]:
     return msgs
 
 
-def best(fn, runs: int) -> float:
+def best(fn, items) -> float:
+    """The shortest time of ``fn(item)`` over ``items``."""
     out = float("inf")
-    for _ in range(runs):
+    for item in items:
         t0 = time.perf_counter()
-        fn()
+        fn(item)
         out = min(out, time.perf_counter() - t0)
     return out
+
+
+def new_turns(n: int, rng: random.Random) -> list[dict]:
+    """``n`` user turns of 60 words, each a text not counted before (a random number starts it)."""
+    return [
+        {
+            "role": "user",
+            "content": f"turn {rng.random()} " + " ".join(rng.choice(WORDS) for _ in range(58)),
+        }
+        for _ in range(n)
+    ]
 
 
 def main() -> None:
@@ -51,17 +64,20 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=200)
     args = ap.parse_args()
     msgs = history(args.turns + 1, random.Random(0))
-    nxt = {"role": "user", "content": " ".join(random.Random(1).choice(WORDS) for _ in range(60))}
+    rng = random.Random(1)
     print(f"{'turn':>6} {'append (us)':>12} {'recount (us)':>13}")
     for turn in (10, 100, args.turns):
         counter = ChatCounter("gpt-4o")
         counter.extend(msgs[:turn])
 
-        body = {"model": "gpt-4o", "messages": msgs[:turn] + [nxt]}
         recount_runs = max(3, args.runs // max(1, turn // 10))
+        bodies = [
+            {"model": "gpt-4o", "messages": msgs[:turn] + [last]}
+            for last in new_turns(recount_runs, rng)
+        ]
         print(
-            f"{turn:>6} {best(lambda counter=counter: counter.add(nxt), args.runs) * 1e6:>12.1f}"
-            f" {best(lambda body=body: count_request(body), recount_runs) * 1e6:>13.1f}"
+            f"{turn:>6} {best(counter.add, new_turns(args.runs, rng)) * 1e6:>12.1f}"
+            f" {best(count_request, bodies) * 1e6:>13.1f}"
         )
 
 
