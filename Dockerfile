@@ -43,4 +43,4 @@ EXPOSE 8000
 USER 10001
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/readyz', timeout=2)"]
-CMD ["uvicorn", "service.main:app", "--host", "0.0.0.0", "--port", "8000", "--loop", "uvloop", "--http", "httptools", "--no-access-log", "--timeout-graceful-shutdown", "25"]
+CMD ["uvicorn", "bpecore_service.main:app", "--host", "0.0.0.0", "--port", "8000", "--loop", "uvloop", "--http", "httptools", "--no-access-log", "--timeout-graceful-shutdown", "25"]

@@ -292,10 +292,10 @@ def _check_listen(host: str, port: int) -> None:
 
 def _run_serve(args: argparse.Namespace) -> int:
     try:
-        from service.config import get_settings
+        from bpecore_service.config import get_settings
 
         settings = get_settings()  # cached: read once, here, so a bad variable is one line
-        from service.main import run
+        from bpecore_service.main import run
     except ImportError as e:
         raise _InputError(
             f"bpecore serve needs the service extra: pip install 'bpecore[service]' ({e})"

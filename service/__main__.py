@@ -1,5 +1,5 @@
-"""``python -m service``: serve on BPESVC_HOST:BPESVC_PORT (default 0.0.0.0:8000)."""
+"""``python -m bpecore_service``: serve on BPESVC_HOST:BPESVC_PORT (default 127.0.0.1:8000)."""
 
-from service.main import run
+from bpecore_service.main import run
 
 run()

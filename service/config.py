@@ -56,9 +56,9 @@ class Settings(BaseSettings):
 
     host: str = Field(
         default="127.0.0.1",
-        description="Address `python -m service` listens on (the image and manifests set 0.0.0.0).",
+        description="Address `python -m bpecore_service` listens on (the image and manifests set 0.0.0.0).",
     )
-    port: int = Field(default=8000, description="Port `python -m service` listens on.")
+    port: int = Field(default=8000, description="Port `python -m bpecore_service` listens on.")
     workers: int = Field(
         default=1, description="uvicorn worker processes (one per container is advised)."
     )

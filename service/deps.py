@@ -11,9 +11,9 @@ from fastapi import Depends, Request, Response
 from pydantic import BaseModel
 
 from bpecore import Encoding
-from service.body import text_and_size
-from service.config import Settings
-from service.errors import APIError, not_found_encoding
+from bpecore_service.body import text_and_size
+from bpecore_service.config import Settings
+from bpecore_service.errors import APIError, not_found_encoding
 
 
 class Context:
@@ -82,5 +82,5 @@ def reply(model: BaseModel) -> Response:
 
 def utf8_len(text: str) -> int:
     """UTF-8 length of a (surrogate-free) str without encoding it when it is ASCII; a long text is
-    encoded a piece at a time (``service.body``), so the GIL is never held for long."""
+    encoded a piece at a time (``bpecore_service.body``), so the GIL is never held for long."""
     return len(text) if text.isascii() else text_and_size(text)[1]

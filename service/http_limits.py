@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 
-from service.errors import error_body
+from bpecore_service.errors import error_body
 
 LIMITS = {"max_header_bytes": 64 * 1024, "header_timeout": 10.0}
 _installed = False

@@ -14,7 +14,7 @@ description) of the endpoint; ``tests/service/test_lean.py`` checks both answer 
 Bodies up to the handler's ``thread_bytes`` are answered on the event loop (counting 1 KB takes
 15-25 µs with the GIL released, less than a thread hop: /v1/count); larger ones in a worker thread
 (every body for /v1/encode and /v1/chunk, whose work can take long for a small body too), parsed
-with ``service.body`` (at most ~64K characters per GIL-holding call) instead of FastAPI's
+with ``bpecore_service.body`` (at most ~64K characters per GIL-holding call) instead of FastAPI's
 ``json.loads`` on the event loop. Bodies above ``SERIAL_BYTES`` are answered one at a time, so
 the loop competes for the GIL with one such thread, not with every one (smaller bodies are still
 answered in parallel). Figures: docs/perf/service.md.
@@ -31,9 +31,9 @@ import anyio.to_thread
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
-from service import body as body_json
-from service.deps import Context
-from service.errors import APIError, error_response
+from bpecore_service import body as body_json
+from bpecore_service.deps import Context
+from bpecore_service.errors import APIError, error_response
 
 THREAD_BYTES = 16 * 1024  # bodies above this are parsed and answered in a worker thread
 SERIAL_BYTES = 1024 * 1024  # bodies above this are answered one at a time
@@ -54,7 +54,7 @@ class Lean:
         Up to ``PIECE_CHARS`` bytes, pydantic-core parses and validates the JSON in one call; a body
         its parser refuses that ``json.loads`` (the route's parser) accepts, such as a lone surrogate
         escape or a BOM, is parsed again as the route would. Larger bodies are parsed a piece at a
-        time (``service.body``) and validated as Python objects, as the route does.
+        time (``bpecore_service.body``) and validated as Python objects, as the route does.
         """
         try:
             if len(body) <= body_json.PIECE_CHARS:

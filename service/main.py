@@ -11,7 +11,7 @@ Lifecycle:
 
 from __future__ import annotations
 
-from service import preload
+from bpecore_service import preload
 
 preload.start()  # first: the vocabularies build while the imports below run
 
@@ -29,15 +29,15 @@ from fastapi import FastAPI  # noqa: E402
 
 import bpecore  # noqa: E402
 from bpecore import Encoding  # noqa: E402
-from service.config import Settings, get_settings  # noqa: E402
-from service.docs import install as install_docs  # noqa: E402
-from service.errors import install as install_errors  # noqa: E402
-from service.http_limits import install as install_http_limits  # noqa: E402
-from service.lean import LeanRoutes, lean_routes  # noqa: E402
-from service.logging import configure_logging  # noqa: E402
-from service.metrics import Metrics  # noqa: E402
-from service.middleware import ServiceMiddleware  # noqa: E402
-from service.schemas import ErrorResponse, with_request_examples  # noqa: E402
+from bpecore_service.config import Settings, get_settings  # noqa: E402
+from bpecore_service.docs import install as install_docs  # noqa: E402
+from bpecore_service.errors import install as install_errors  # noqa: E402
+from bpecore_service.http_limits import install as install_http_limits  # noqa: E402
+from bpecore_service.lean import LeanRoutes, lean_routes  # noqa: E402
+from bpecore_service.logging import configure_logging  # noqa: E402
+from bpecore_service.metrics import Metrics  # noqa: E402
+from bpecore_service.middleware import ServiceMiddleware  # noqa: E402
+from bpecore_service.schemas import ErrorResponse, with_request_examples  # noqa: E402
 
 log = logging.getLogger("bpesvc")
 EXIT_LOAD_FAILED = 3  # uvicorn's own code for a failed start-up
@@ -241,7 +241,7 @@ async def lifespan(app: FastAPI):
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A new app for ``settings`` (default: from the ``BPESVC_`` environment)."""
-    from service.routes import chat, chunks, compat, health, stream, tokens
+    from bpecore_service.routes import chat, chunks, compat, health, stream, tokens
 
     settings = settings or get_settings()
     app = FastAPI(
@@ -249,7 +249,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=bpecore.__version__,
         description="Exact BPE token counts, encodes, cuts and chunks, identical to tiktoken.",
         lifespan=lifespan,
-        docs_url=None,  # /docs and /redoc: service.docs, with their assets served here
+        docs_url=None,  # /docs and /redoc: bpecore_service.docs, with their assets served here
         redoc_url=None,
         responses={
             500: {"model": ErrorResponse, "description": "A bug; the log has the request id."}
@@ -290,7 +290,7 @@ def run(host: str | None = None, port: int | None = None, workers: int | None = 
     if (workers if workers is not None else settings.workers) == 1:
         preload.start(from_cli_ok=True)
     uvicorn.run(
-        "service.main:app",
+        "bpecore_service.main:app",
         host=host if host is not None else settings.host,
         port=port if port is not None else settings.port,
         workers=workers if workers is not None else settings.workers,
@@ -304,6 +304,6 @@ def run(host: str | None = None, port: int | None = None, workers: int | None = 
     )
 
 
-# JSON logs from the first uvicorn line on, when uvicorn imports this module (`uvicorn service.main:app`).
+# JSON logs from the first uvicorn line on, when uvicorn imports this module (`uvicorn bpecore_service.main:app`).
 configure_logging(get_settings().log_level)
 app = create_app()

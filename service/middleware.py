@@ -3,7 +3,7 @@ request metrics and the per-request JSON log line.
 
 Pure ASGI (no BaseHTTPMiddleware): the body is read here, up to ``max_request_bytes``, and replayed
 to the app, so an oversized body is refused with 413 before any parsing. Routes (and their lean
-handlers, ``service.lean``) add what they did (encoding, op, bytes, tokens) to ``scope["bpesvc"]``,
+handlers, ``bpecore_service.lean``) add what they did (encoding, op, bytes, tokens) to ``scope["bpesvc"]``,
 which ends up in the log line.
 """
 
@@ -16,9 +16,9 @@ import re
 import time
 import uuid
 
-from service.body import replay
-from service.errors import RETRY_AFTER_SECONDS, RETRY_AFTER_STATUSES, error_body
-from service.metrics import EXCLUDED_PATHS, Metrics
+from bpecore_service.body import replay
+from bpecore_service.errors import RETRY_AFTER_SECONDS, RETRY_AFTER_STATUSES, error_body
+from bpecore_service.metrics import EXCLUDED_PATHS, Metrics
 
 log = logging.getLogger("bpesvc")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")

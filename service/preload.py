@@ -1,7 +1,7 @@
 """Start building the shipped encodings before the web framework is imported.
 
 Importing FastAPI, pydantic and the routes takes about as long as building the vocabularies, and
-the build releases the GIL for most of its time; so ``service.main`` calls ``start()`` before its
+the build releases the GIL for most of its time; so ``bpecore_service.main`` calls ``start()`` before its
 other imports and the two overlap on two cores. The lifespan's ``load_encodings`` then finds the
 encodings in bpecore's cache (or waits for the build under bpecore's lock). Only shipped encodings
 named by the environment are built here (``BPESVC_ENCODINGS``, read as pydantic-settings reads it:

@@ -11,11 +11,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from service.body import text_and_size
+from bpecore_service.body import text_and_size
 
 
 def _clean_text(text: str) -> str:
-    """``text`` with lone surrogates replaced (checked a piece at a time: ``service.body``)."""
+    """``text`` with lone surrogates replaced (checked a piece at a time: ``bpecore_service.body``)."""
     return text_and_size(text)[0]
 
 

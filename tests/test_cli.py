@@ -384,7 +384,7 @@ def test_serve_binds_loopback_by_default():
 
 def test_python_m_service_listens_on_loopback_by_default(monkeypatch):
     pytest.importorskip("pydantic_settings")
-    from service.config import Settings
+    from bpecore_service.config import Settings
 
     monkeypatch.delenv("BPESVC_HOST", raising=False)
     assert Settings().host == "127.0.0.1"
@@ -397,7 +397,9 @@ def test_container_and_manifests_listen_on_every_interface():
     dockerfile = (root / "Dockerfile").read_text()
     cmd = json.loads([line for line in dockerfile.splitlines() if line.startswith("CMD ")][-1][4:])
     assert cmd[cmd.index("--host") + 1] == "0.0.0.0"
-    assert "BPESVC_HOST=0.0.0.0" in dockerfile  # `bpecore serve` / `python -m service` in the image
+    assert (
+        "BPESVC_HOST=0.0.0.0" in dockerfile
+    )  # `bpecore serve` / `python -m bpecore_service` in the image
     yaml = pytest.importorskip("yaml")
     for path in sorted((root / "deploy").glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):

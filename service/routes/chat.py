@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from bpecore.chat import count_request
-from service.deps import Ctx, reply
-from service.errors import APIError
-from service.schemas import COMMON_ERRORS, ChatCountRequest, ChatCountResponse
+from bpecore_service.deps import Ctx, reply
+from bpecore_service.errors import APIError
+from bpecore_service.schemas import COMMON_ERRORS, ChatCountRequest, ChatCountResponse
 
 router = APIRouter(prefix="/v1", tags=["chat"], responses=COMMON_ERRORS)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from bpecore.chunker import chunk as chunk_text
-from service.deps import Context, Ctx, reply, utf8_len
-from service.errors import APIError
-from service.lean import lean
-from service.schemas import (
+from bpecore_service.deps import Context, Ctx, reply, utf8_len
+from bpecore_service.errors import APIError
+from bpecore_service.lean import lean
+from bpecore_service.schemas import (
     COMMON_ERRORS,
     ChunkOut,
     ChunkRequest,

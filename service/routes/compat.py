@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from service.deps import Ctx, reply, utf8_len
-from service.errors import decode_bytes
-from service.offsets import token_byte_offsets
-from service.schemas import (
+from bpecore_service.deps import Ctx, reply, utf8_len
+from bpecore_service.errors import decode_bytes
+from bpecore_service.offsets import token_byte_offsets
+from bpecore_service.schemas import (
     COMMON_ERRORS,
     TeiDecodeRequest,
     TeiToken,

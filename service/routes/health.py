@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from service.metrics import CONTENT_TYPE
-from service.schemas import HealthResponse
+from bpecore_service.metrics import CONTENT_TYPE
+from bpecore_service.schemas import HealthResponse
 
 router = APIRouter(tags=["health"])
 

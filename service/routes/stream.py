@@ -23,7 +23,7 @@ import time
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.concurrency import run_in_threadpool
 
-from service.errors import error_body, error_response, not_found_encoding
+from bpecore_service.errors import error_body, error_response, not_found_encoding
 
 router = APIRouter(prefix="/v1", tags=["stream"])
 log = logging.getLogger("bpesvc")

@@ -8,11 +8,11 @@ from functools import lru_cache
 from fastapi import APIRouter, Response
 from pydantic_core import to_json
 
-from service.deps import Context, Ctx, reply, utf8_len
-from service.errors import APIError, decode_bytes
-from service.lean import lean
-from service.offsets import token_offsets
-from service.schemas import (
+from bpecore_service.deps import Context, Ctx, reply, utf8_len
+from bpecore_service.errors import APIError, decode_bytes
+from bpecore_service.lean import lean
+from bpecore_service.offsets import token_offsets
+from bpecore_service.schemas import (
     COMMON_ERRORS,
     CountRequest,
     CountResponse,
@@ -34,7 +34,7 @@ def _special(policy: list[str] | str) -> str | frozenset[str]:
 
 def count_tokens(body: CountRequest, ctx: Context) -> bytes:
     """The JSON answer to ``POST /v1/count`` (a ``CountResponse``): the server limits checked, then
-    the counts. The endpoint and its lean handler (``service.lean``) both call this."""
+    the counts. The endpoint and its lean handler (``bpecore_service.lean``) both call this."""
     s = ctx.settings
     names = body.encodings if body.encodings is not None else [body.encoding]
     ctx.check_max("number of encodings", len(names), s.max_encodings)

@@ -140,8 +140,8 @@ def test_service_settings_take_vocab_paths(trained, saved):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from service.config import Settings, TiktokenFile
-    from service.main import create_app, load_encodings
+    from bpecore_service.config import Settings, TiktokenFile
+    from bpecore_service.main import create_app, load_encodings
 
     rank_path, hf_path = saved
     settings = Settings(

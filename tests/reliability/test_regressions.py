@@ -107,8 +107,8 @@ def test_malformed_tools_are_valueerror(tools):
 def test_chat_count_malformed_tools_is_422():
     from fastapi.testclient import TestClient
 
-    from service.config import Settings
-    from service.main import create_app
+    from bpecore_service.config import Settings
+    from bpecore_service.main import create_app
 
     with TestClient(
         create_app(Settings(load_in_background=False, encodings=["cl100k_base", "o200k_base"]))

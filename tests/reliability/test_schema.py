@@ -11,8 +11,8 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-from service.config import Settings  # noqa: E402
-from service.main import create_app  # noqa: E402
+from bpecore_service.config import Settings  # noqa: E402
+from bpecore_service.main import create_app  # noqa: E402
 
 # Limits small enough that generated inputs hit them (each must answer its documented 4xx).
 ENV = {

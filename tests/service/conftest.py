@@ -17,8 +17,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 import bpecore
-from service.config import Settings
-from service.main import create_app
+from bpecore_service.config import Settings
+from bpecore_service.main import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 import bpecore
-from service.config import Settings
-from service.main import create_app, load_encodings
+from bpecore_service.config import Settings
+from bpecore_service.main import create_app, load_encodings
 from tests.conftest import read_corpus
 
 tokenizers = pytest.importorskip("tokenizers", reason="builds the model directory's tokenizer.json")

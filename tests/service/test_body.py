@@ -1,4 +1,4 @@
-"""``service.body``: the piecewise JSON decoding used for large bodies equals ``json.loads`` (checked
+"""``bpecore_service.body``: the piecewise JSON decoding used for large bodies equals ``json.loads`` (checked
 with tiny pieces), and ``text_and_size`` equals the request models' text cleaning."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from service import body as parsing
+from bpecore_service import body as parsing
 
 _json_text = st.text(
     st.one_of(

@@ -109,8 +109,8 @@ def test_openapi_documents_every_field(client):
 def test_inflight_limit_429():
     from fastapi.testclient import TestClient
 
-    from service.config import Settings
-    from service.main import create_app
+    from bpecore_service.config import Settings
+    from bpecore_service.main import create_app
 
     with TestClient(
         create_app(Settings(max_inflight=0, encodings=["cl100k_base"], load_in_background=False))
@@ -122,8 +122,8 @@ def test_inflight_limit_429():
 def test_per_token_objects_and_chunks_are_bounded():
     from fastapi.testclient import TestClient
 
-    from service.config import Settings
-    from service.main import create_app
+    from bpecore_service.config import Settings
+    from bpecore_service.main import create_app
 
     settings = Settings(
         max_offsets=10, max_chunks=3, encodings=["cl100k_base"], load_in_background=False

@@ -9,9 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 import bpecore
-import service.main
-from service.config import HFFile, Settings, TiktokenFile
-from service.main import create_app
+import bpecore_service.main
+from bpecore_service.config import HFFile, Settings, TiktokenFile
+from bpecore_service.main import create_app
 
 
 def test_ready_after_load(client):
@@ -32,13 +32,13 @@ def test_not_ready_before_lifespan():
 
 def test_background_load_gates_readiness(monkeypatch):
     gate = threading.Event()
-    real = service.main.load_encodings
+    real = bpecore_service.main.load_encodings
 
     def slow_load(settings):
         gate.wait(10)
         return real(settings)
 
-    monkeypatch.setattr(service.main, "load_encodings", slow_load)
+    monkeypatch.setattr(bpecore_service.main, "load_encodings", slow_load)
     with TestClient(create_app(Settings(encodings=["cl100k_base"]))) as c:
         assert c.get("/readyz").status_code == 503
         assert c.get("/healthz").status_code == 200

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from service import lean
-from service.main import create_app
-from service.routes.tokens import count_tokens
-from service.schemas import CountRequest, CountResponse
+from bpecore_service import lean
+from bpecore_service.main import create_app
+from bpecore_service.routes.tokens import count_tokens
+from bpecore_service.schemas import CountRequest, CountResponse
 
 NAMES = ["cl100k_base", "o200k_base", "o200k_harmony"]
 HEADERS = {"content-type": "application/json"}

@@ -15,7 +15,7 @@ import bpecore
 
 def test_cmd_uses_uvloop_and_httptools(live):
     cmd = live.proc.args
-    assert cmd[:2] == ["uvicorn", "service.main:app"]
+    assert cmd[:2] == ["uvicorn", "bpecore_service.main:app"]
     assert cmd[cmd.index("--loop") + 1] == "uvloop" and cmd[cmd.index("--http") + 1] == "httptools"
 
 
@@ -153,12 +153,12 @@ def test_sigterm_drains_then_exits(start_server):
 
 
 def test_python_m_service(start_server):
-    """`python -m service` (what `bpecore serve` runs): settings from BPESVC_*, uvloop + httptools."""
+    """`python -m bpecore_service` (what `bpecore serve` runs): settings from BPESVC_*, uvloop + httptools."""
     import sys
 
     server = start_server(
         {"BPESVC_ENCODINGS": '["o200k_base"]', "BPESVC_DEFAULT_ENCODING": "o200k_base"},
-        cmd=[sys.executable, "-m", "service"],
+        cmd=[sys.executable, "-m", "bpecore_service"],
     )
     server.wait_ready()
     assert (

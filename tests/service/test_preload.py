@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from service import preload
-from service.config import Settings
+from bpecore_service import preload
+from bpecore_service.config import Settings
 
 
 @pytest.mark.parametrize(

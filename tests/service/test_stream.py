@@ -92,8 +92,8 @@ def test_stream_refusals(client, url, status, type):
 def test_stream_over_byte_limit_closes_1009():
     from fastapi.testclient import TestClient
 
-    from service.config import Settings
-    from service.main import create_app
+    from bpecore_service.config import Settings
+    from bpecore_service.main import create_app
 
     app = create_app(
         Settings(max_stream_bytes=10, encodings=["cl100k_base"], load_in_background=False)
