@@ -2,8 +2,9 @@
 
 Every chunk's count is exact (the count of ``text[start:end]`` sent on its own), never more than
 ``max_tokens``. Each chunk is as large as it can be while ending at the best boundary available:
-Markdown heading (H1 best, ``markdown=True``), paragraph, line, sentence, word, punctuation, word
-part (Unicode word boundaries), grapheme, character. See DESIGN.md "Chunking" and the README's
+Markdown heading (H1 best, ``markdown=True``), paragraph, line, sentence, sentence end before a
+lower-case letter (text written in lower case), word, punctuation, word part (Unicode word
+boundaries), grapheme, character. See DESIGN.md "Chunking" and the README's
 "Chunking" section for the rule; this docstring only names the steps.
 
 Per chunk starting at ``s``:
@@ -78,10 +79,11 @@ _GRAPHEME = 1  # extended grapheme cluster boundary (regex ``\X``)
 _WORDPART = 2  # Unicode default word boundary (regex ``(?w)\b``): code, JSON, CJK runs
 _PUNCT = 3  # after , ; : or a closing bracket (minified JSON, code)
 _WORD = 4  # after a whitespace run
-_SENTENCE = 5  # after a sentence terminator (Unicode STerm/ATerm, closers, whitespace)
-_LINE = 6  # after a newline
-_PARAGRAPH = 7  # after a blank line
-_SECTION = 8  # before a Markdown heading: _SECTION + (6 - depth), so H1 = 13 is the best
+_LOWER_SENTENCE = 5  # a sentence end followed by a lower-case letter (text written in lower case)
+_SENTENCE = 6  # after a sentence terminator (Unicode STerm/ATerm, closers, whitespace)
+_LINE = 7  # after a newline
+_PARAGRAPH = 8  # after a blank line
+_SECTION = 9  # before a Markdown heading: _SECTION + (6 - depth), so H1 = 14 is the best
 
 _REV = regex.REVERSE | regex.VERSION1
 # Whitespace as ``str.isspace`` sees it (so ``str.strip`` agrees with trimming): Unicode
@@ -116,6 +118,9 @@ _FIRST_NO_CUT_BEFORE = "\u0300"
 _FIRST_NO_CUT_AFTER = "\u0600"
 _LOWER = regex.compile(r"\p{Ll}")
 _WORD_BEFORE_DOT = regex.compile(r"(\w+)\.$")
+# A list item's number ("2. Next step") at a line start, or after an escaped newline ("\\n2.")
+# in JSON or a repr: not a sentence end.
+_LIST_NUMBER = regex.compile(r"(?:(?<![^\n])|\\n)[ \t]*\d{1,3}\.$", regex.VERSION1)
 # Tokens that end with "." without ending a sentence ("Dr. Smith", "e.g. this"), lower-cased.
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof sr jr st rev gen gov sen rep hon mt ft "
@@ -339,7 +344,8 @@ class _Chunker:
             return
         pattern = _LEVEL_PATTERNS[level]
         # The sentence pattern looks one character ahead (whitespace after the terminator).
-        endpos = min(self.n, e + 1) if level == _SENTENCE else e
+        sentence = level == _SENTENCE or level == _LOWER_SENTENCE
+        endpos = min(self.n, e + 1) if sentence else e
         skip = level in _WS_FOLLOWS
         for m in pattern.finditer(text, s, endpos):
             b = m.end()
@@ -351,7 +357,7 @@ class _Chunker:
                     b = w.end()
             if b > e or self._cuts_cluster(b):
                 continue
-            if level == _SENTENCE and not self._sentence_ends(m, b):
+            if sentence and not self._sentence_ends(m, b, level == _LOWER_SENTENCE):
                 continue
             if b in self.heading_ends:
                 continue  # keep a heading with the text under it
@@ -424,15 +430,21 @@ class _Chunker:
             else:
                 i = j  # no match ends after i; the next one to try ends after j
 
-    def _sentence_ends(self, m: regex.Match, b: int) -> bool:
+    def _sentence_ends(self, m: regex.Match, b: int, lower: bool) -> bool:
+        """Whether the terminator ``m`` ends a sentence: not after an abbreviation or an initial,
+        and (unless ``lower``) not before a lower-case letter."""
         text = self.text
-        if b < self.n and _LOWER.match(text, b):
+        if not lower and b < self.n and _LOWER.match(text, b):
             return False
         if m.group() == ".":
             w = _WORD_BEFORE_DOT.search(text, max(0, m.start() - 24), m.start() + 1)
             if w is not None:
                 word = w.group(1)
                 if (len(word) == 1 and word.isalpha()) or word.lower() in _ABBREVIATIONS:
+                    return False
+                if word[-1].isdigit() and _LIST_NUMBER.search(
+                    text, max(0, m.start() - 8), m.start() + 1
+                ):
                     return False
         return True
 
@@ -570,9 +582,11 @@ class _Chunker:
         return k if k < end else None
 
 
-_WS_FOLLOWS = frozenset({_SENTENCE, _PUNCT})  # boundary moves past whitespace after the match
+# The boundary moves past the whitespace after the match.
+_WS_FOLLOWS = frozenset({_SENTENCE, _LOWER_SENTENCE, _PUNCT})
 _LEVEL_PATTERNS = {
     _SENTENCE: _SENTENCE_RE,
+    _LOWER_SENTENCE: _SENTENCE_RE,
     _WORD: _WORD_RE,
     _PUNCT: _PUNCT_RE,
     _WORDPART: _WORDPART_RE,
@@ -598,7 +612,8 @@ def chunk(
 
     Each chunk is as large as it can be while ending at the best boundary available: Markdown
     heading (with ``markdown=True``; H1 before H2 ...), paragraph (blank line), line, sentence,
-    word, punctuation, Unicode word boundary, grapheme, character.
+    sentence end before a lower-case letter, word, punctuation, Unicode word boundary, grapheme,
+    character. A number at a line start ("2. Next") ends no sentence, nor does an abbreviation.
 
     Args:
         text: the text to split.

@@ -257,6 +257,37 @@ def test_abbreviations_are_not_sentence_ends(cl100k):
     assert not any(c.text.endswith(("Dr.", "Mr.", "e.g.")) for c in chunks)
 
 
+def test_lower_case_sentences_before_words(cl100k):
+    """Text written in lower case still ends chunks at sentence ends, not inside sentences."""
+    text = " ".join(p.lower() for p in paragraphs(random.Random(8), 40))
+    chunks = chunk(text, cl100k, 40)
+    check_chunks(cl100k, text, chunks, 40)
+    assert all(c.text.endswith(".") for c in chunks)
+
+
+def test_upper_case_sentence_ends_before_lower_case_ones(cl100k):
+    text = "First one here. Second one. third part goes on and on here."
+    assert [c.text for c in chunk(text, cl100k, 12)] == [
+        "First one here.",
+        "Second one. third part goes on and on here.",
+    ]
+
+
+def test_list_numbers_are_not_sentence_ends(cl100k):
+    from bpecore.chunker import _LOWER_SENTENCE, _SENTENCE, _Chunker
+
+    # A line break, or an escaped one in JSON or a repr (no whitespace: "wait." ends no sentence).
+    for newline, want in (
+        ("\n", ["3.", "it.", "wait.", "it.", "1."]),
+        ("\\n", ["3.", "it.", "it.", "1."]),
+    ):
+        text = f"Plan: 1. Open it. Then wait.{newline}2. Close it. Done 3. And{newline} 12. Go."
+        state = _Chunker(cl100k, text, 8, 0, True, False)
+        for level in (_SENTENCE, _LOWER_SENTENCE):
+            ends = [text[:b].rstrip() for b in state._candidates(level, 0, len(text))]
+            assert [e.rsplit(" ", 1)[-1] for e in ends] == want, (newline, level)
+
+
 def test_markdown_sections(cl100k):
     rng = random.Random(6)
     sections = []
