@@ -291,7 +291,7 @@ def main() -> None:
     ap.add_argument("--budgets", nargs="+", type=int, default=[128, 256, 512, 1024])
     ap.add_argument("--k", type=int, default=5, help="chunks retrieved per question")
     ap.add_argument("--splitters", nargs="+", default=None, help="subset of splitters to run")
-    ap.add_argument("--code-chars", type=int, default=300_000, help="code corpus prefix to use")
+    ap.add_argument("--code-chars", type=int, default=1 << 20, help="code corpus prefix to use")
     ap.add_argument("--runs", type=int, default=1, help="best of this many timed runs")
     args = ap.parse_args()
 

@@ -32,6 +32,7 @@ with ``str.rfind`` over the newlines. The measurements: docs/perf/chunker.md.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -135,6 +136,45 @@ _MARKDOWN_RE = regex.compile(
     regex.MULTILINE | regex.VERSION1,
 )
 
+# Definitions per ``language=``: a line whose code starts one (group ``indent`` is its
+# indentation), and the lines that belong to the definition below them when directly above it
+# (decorators, attributes, comments, doc comments).
+_DEFINITIONS = {
+    "python": regex.compile(
+        r"^(?P<indent>[ \t]*)(?:async[ \t]+def|def|class)[ \t]+[^\W\d]", regex.MULTILINE
+    ),
+    "javascript": regex.compile(
+        r"^(?P<indent>[ \t]*)(?:export[ \t]+(?:default[ \t]+)?)?(?:async[ \t]+)?"
+        r"(?:function\b|class\b|(?:const|let|var)[ \t]+[\w$]+[ \t]*=[ \t]*(?:async[ \t]*)?"
+        r"(?:function\b|\([^()\n]*\)[ \t]*=>|[\w$]+[ \t]*=>))",
+        regex.MULTILINE,
+    ),
+    "typescript": regex.compile(
+        r"^(?P<indent>[ \t]*)(?:export[ \t]+(?:default[ \t]+)?)?(?:declare[ \t]+)?"
+        r"(?:abstract[ \t]+)?(?:async[ \t]+)?"
+        r"(?:function\b|class\b|interface\b|enum\b|namespace\b|type[ \t]+\w+[^\n=]*="
+        r"|(?:const|let|var)[ \t]+[\w$]+[^\n=]*=[ \t]*(?:async[ \t]*)?"
+        r"(?:function\b|\([^()\n]*\)[^\n=]*=>|[\w$]+[ \t]*=>))",
+        regex.MULTILINE,
+    ),
+    "go": regex.compile(r"^(?P<indent>)(?:func|type)[ \t(]", regex.MULTILINE),
+    "rust": regex.compile(
+        r"^(?P<indent>[ \t]*)(?:pub(?:\([^)\n]*\))?[ \t]+)?(?:(?:const|async|unsafe)[ \t]+)*"
+        r"(?:extern[ \t]+\S+[ \t]+)?(?:fn|struct|enum|trait|impl|mod|union|macro_rules!)\b",
+        regex.MULTILINE,
+    ),
+}
+_DEFINITIONS["tsx"] = _DEFINITIONS["typescript"]
+_DEFINITIONS["jsx"] = _DEFINITIONS["javascript"]
+_ATTACHED = {
+    "python": regex.compile(r"[ \t]*[@#]"),
+    "javascript": regex.compile(r"[ \t]*(?://|/\*|\*|@)"),
+    "go": regex.compile(r"[ \t]*(?://|/\*|\*)"),
+    "rust": regex.compile(r"[ \t]*(?://|/\*|\*|#\[|#!\[)"),
+}
+_ATTACHED["typescript"] = _ATTACHED["tsx"] = _ATTACHED["jsx"] = _ATTACHED["javascript"]
+LANGUAGES = ("markdown", *sorted(_DEFINITIONS))
+
 _LOOKAHEAD = 16  # ends checked past a crossing: prefix counts are not monotonic inside a piece
 _WS_LOOKAHEAD = 130  # ... and inside whitespace, whose tokens are up to 128 characters long
 _MAX_FAILED_PER_LEVEL = (
@@ -155,7 +195,14 @@ class _Chunker:
     """State for chunking one text: the interval counter and a chars-per-token estimate."""
 
     def __init__(
-        self, enc: Encoding, text: str, max_tokens: int, overlap: int, trim: bool, markdown: bool
+        self,
+        enc: Encoding,
+        text: str,
+        max_tokens: int,
+        overlap: int,
+        trim: bool,
+        markdown: bool,
+        language: str | None = None,
     ):
         self.enc = enc
         self.text = text
@@ -167,7 +214,10 @@ class _Chunker:
         self.counter = enc.interval_counter(text, piece_tables=False)
         self.chars_per_token = 4.0
         self.heading_ends: set[int] = set()  # where a heading's body starts: no cut there
-        self.sections = self._markdown_sections() if markdown else []
+        if language is not None and language != "markdown":
+            self.sections = self._code_sections(language)
+        else:
+            self.sections = self._markdown_sections() if markdown or language else []
 
     # ------------------------------------------------------------------ helpers
     def _farthest_end(self, s: int, tokens: int) -> int:
@@ -296,6 +346,34 @@ class _Chunker:
             or (before == "\r" and after == "\n")
         )
 
+    def _code_sections(self, language: str) -> list[tuple[int, int]]:
+        """(position, level) of each definition's first line, in order: a definition indented
+        ``d`` steps is level ``_SECTION + 5 - d`` (top-level definitions are the best boundaries).
+
+        The decorators, attributes and comments directly above a definition start it, and no
+        cut falls between them and it (``heading_ends``). A step of indentation is the smallest
+        indentation of a definition that has one (4 columns when none has).
+        """
+        text, found = self.text, []
+        attached = _ATTACHED[language]
+        for m in _DEFINITIONS[language].finditer(text):
+            start = m.start()
+            # Walk up over the lines that belong to it.
+            while start > 0:
+                prev = text.rfind("\n", 0, start - 1) + 1
+                if not attached.match(text, prev, start - 1):
+                    break
+                self.heading_ends.add(self._skip_ws(start))
+                start = prev
+            found.append((start, len(m.group("indent").expandtabs(4))))
+        step = min((width for _, width in found if width), default=4)
+        out: list[tuple[int, int]] = []
+        for start, width in found:
+            if out and out[-1][0] == start:
+                continue
+            out.append((start, _SECTION + 5 - min(5, width // step)))
+        return out
+
     def _markdown_sections(self) -> list[tuple[int, int]]:
         """(position, level) of each heading line start outside code fences, in order."""
         out: list[tuple[int, int]] = []
@@ -324,10 +402,12 @@ class _Chunker:
         """Boundaries ``b`` of at least ``level`` with ``s < b <= e``, right to left."""
         text = self.text
         if level >= _SECTION:
-            for pos, lvl in reversed(self.sections):
+            sections = self.sections
+            for i in range(bisect_right(sections, (e, _SECTION + 6)) - 1, -1, -1):
+                pos, lvl = sections[i]
                 if pos <= s:
                     return
-                if pos <= e and lvl >= level:
+                if lvl >= level:
                     yield pos
             return
         if level == _CHAR:
@@ -593,7 +673,13 @@ _LEVEL_PATTERNS = {
 }
 
 
-def _check(max_tokens: int, overlap: int) -> None:
+def _check(max_tokens: int, overlap: int, markdown: bool = False, language: str | None = None):
+    if language is not None and language not in LANGUAGES:
+        raise ValueError(
+            f"language must be None or one of {', '.join(LANGUAGES)}; got {language!r}"
+        )
+    if markdown and language not in (None, "markdown"):
+        raise ValueError(f"markdown=True with language={language!r}: choose one")
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
     if not isinstance(overlap, int) or not 0 <= overlap < max_tokens:
@@ -607,6 +693,7 @@ def chunk(
     overlap: int = 0,
     trim: bool = True,
     markdown: bool = False,
+    language: str | None = None,
 ) -> list[Chunk]:
     """Split ``text`` into chunks of at most ``max_tokens`` tokens each, exactly.
 
@@ -624,6 +711,15 @@ def chunk(
         trim: strip whitespace at chunk edges (offsets stay true; only whitespace falls between
             chunks). With ``trim=False`` and no overlap the chunks tile the text exactly.
         markdown: treat ``#`` headings and setext headings as the best boundaries.
+        language: source code in this language (``"python"``, ``"javascript"``,
+            ``"typescript"``, ``"go"``, ``"rust"``; ``"markdown"`` is ``markdown=True``): the
+            first line of each definition (function, class, method; with the decorators and
+            comments directly above it) is the best boundary, top-level definitions before
+            nested ones, and no cut falls between a decorator or comment and its definition.
+            On the code set of ``benches/bench_chunk_quality.py`` (180 documented functions
+            in 1 MB of CPython modules) ``"python"`` leaves 0.43/0.22/0.11/0.06 of the
+            functions cut by a chunk boundary at 128/256/512/1024 tokens, against
+            0.51/0.39/0.26/0.14 without it; it chunks at 13-21 MB/s there (22-40 without).
 
     Returns:
         ``Chunk(start, end, text, tokens)`` in text order, with ``text == source[start:end]``.
@@ -634,11 +730,11 @@ def chunk(
     >>> [(c.start, c.end, c.tokens) for c in chunk("One. Two three.\\n\\nFour five six.", max_tokens=6)]
     [(0, 15, 5), (17, 31, 4)]
     """
-    _check(max_tokens, overlap)
+    _check(max_tokens, overlap, markdown, language)
     enc = _resolve(encoding)
     if not text:
         return []
-    return list(_Chunker(enc, text, max_tokens, overlap, trim, markdown).chunks())
+    return list(_Chunker(enc, text, max_tokens, overlap, trim, markdown, language).chunks())
 
 
 def _iter_chunks(
@@ -648,12 +744,13 @@ def _iter_chunks(
     overlap: int = 0,
     trim: bool = True,
     markdown: bool = False,
+    language: str | None = None,
 ) -> Iterator[Chunk]:
     """``chunk`` as a generator (the CLI uses it to show progress)."""
-    _check(max_tokens, overlap)
+    _check(max_tokens, overlap, markdown, language)
     enc = _resolve(encoding)
     if text:
-        yield from _Chunker(enc, text, max_tokens, overlap, trim, markdown).chunks()
+        yield from _Chunker(enc, text, max_tokens, overlap, trim, markdown, language).chunks()
 
 
 def chunk_batch(
@@ -663,15 +760,16 @@ def chunk_batch(
     overlap: int = 0,
     trim: bool = True,
     markdown: bool = False,
+    language: str | None = None,
     *,
     num_threads: int = 8,
 ) -> list[list[Chunk]]:
     """``chunk`` over many texts, in threads (the counting core releases the GIL)."""
-    _check(max_tokens, overlap)
+    _check(max_tokens, overlap, markdown, language)
     enc = _resolve(encoding)
 
     def one(text: str) -> list[Chunk]:
-        return chunk(text, enc, max_tokens, overlap, trim, markdown)
+        return chunk(text, enc, max_tokens, overlap, trim, markdown, language)
 
     if num_threads <= 1 or len(texts) <= 1:
         return [one(t) for t in texts]
