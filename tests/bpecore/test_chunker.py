@@ -257,6 +257,37 @@ def test_abbreviations_are_not_sentence_ends(cl100k):
     assert not any(c.text.endswith(("Dr.", "Mr.", "e.g.")) for c in chunks)
 
 
+def test_lower_case_sentences_before_words(cl100k):
+    """Text written in lower case still ends chunks at sentence ends, not inside sentences."""
+    text = " ".join(p.lower() for p in paragraphs(random.Random(8), 40))
+    chunks = chunk(text, cl100k, 40)
+    check_chunks(cl100k, text, chunks, 40)
+    assert all(c.text.endswith(".") for c in chunks)
+
+
+def test_upper_case_sentence_ends_before_lower_case_ones(cl100k):
+    text = "First one here. Second one. third part goes on and on here."
+    assert [c.text for c in chunk(text, cl100k, 12)] == [
+        "First one here.",
+        "Second one. third part goes on and on here.",
+    ]
+
+
+def test_list_numbers_are_not_sentence_ends(cl100k):
+    from bpecore.chunker import _LOWER_SENTENCE, _SENTENCE, _Chunker
+
+    # A line break, or an escaped one in JSON or a repr (no whitespace: "wait." ends no sentence).
+    for newline, want in (
+        ("\n", ["3.", "it.", "wait.", "it.", "1."]),
+        ("\\n", ["3.", "it.", "it.", "1."]),
+    ):
+        text = f"Plan: 1. Open it. Then wait.{newline}2. Close it. Done 3. And{newline} 12. Go."
+        state = _Chunker(cl100k, text, 8, 0, True, False)
+        for level in (_SENTENCE, _LOWER_SENTENCE):
+            ends = [text[:b].rstrip() for b in state._candidates(level, 0, len(text))]
+            assert [e.rsplit(" ", 1)[-1] for e in ends] == want, (newline, level)
+
+
 def test_markdown_sections(cl100k):
     rng = random.Random(6)
     sections = []
@@ -460,3 +491,139 @@ def test_best_end_equals_its_definition_on_corpora(corpus, cl100k, max_tokens):
                 assert state._best_end(c.start, c.start) == reference_best_end(
                     state, c.start, c.start
                 )
+
+
+# ---------------------------------------------------------------------------- language=
+# One definition per language: a comment or decorator above it, blank lines inside its body and
+# none between definitions (so a chunker without the hint ends chunks inside definitions).
+DEFINITIONS = {
+    "python": (
+        "@register\n{indent}def step_{i}(x):\n{indent}    total = x + {i}\n\n"
+        "{indent}    total *= 2\n\n{indent}    return total\n"
+    ),
+    "javascript": (
+        "// step {i}\n{indent}export function step{i}(x) {{\n{indent}  let t = x + {i};\n\n"
+        "{indent}  t *= 2;\n\n{indent}  return t;\n{indent}}}\n"
+    ),
+    "typescript": (
+        "/** step {i} */\n{indent}export const step{i} = (x: number): number => {{\n"
+        "{indent}  let t = x + {i};\n\n{indent}  return t * 2;\n{indent}}};\n"
+    ),
+    "go": "// Step{i} doubles.\nfunc Step{i}(x int) int {{\n\tt := x + {i}\n\n\treturn t * 2\n}}\n",
+    "rust": (
+        "/// Step {i}.\n{indent}#[inline]\n{indent}pub fn step_{i}(x: u32) -> u32 {{\n"
+        "{indent}    let t = x + {i};\n\n{indent}    t * 2\n{indent}}}\n"
+    ),
+}
+STARTS = ("@", "def ", "class ", "//", "/**", "///", "export ", "func ", "pub fn", "#[", "impl")
+
+
+@pytest.mark.parametrize("language", sorted(DEFINITIONS))
+def test_language_cuts_at_definitions(cl100k, language):
+    text = "".join(DEFINITIONS[language].format(i=i, indent="") for i in range(60))
+    biggest = max(cl100k.count(DEFINITIONS[language].format(i=i, indent="")) for i in range(60))
+    for max_tokens in (biggest, 2 * biggest + 5, 5 * biggest):
+        chunks = chunk(text, cl100k, max_tokens, language=language)
+        check_chunks(cl100k, text, chunks, max_tokens)
+        assert all(c.text.startswith(STARTS) for c in chunks), [c.text[:20] for c in chunks]
+        plain = chunk(text, cl100k, max_tokens)
+        check_chunks(cl100k, text, plain, max_tokens)
+        # Without the hint, chunks start inside definitions.
+        assert not all(c.text.startswith(STARTS) for c in plain)
+
+
+def test_python_top_level_definitions_before_methods(cl100k):
+    method = DEFINITIONS["python"].replace("@register\n", "").format
+    classes = [
+        f"class Box{i}:\n" + "".join(method(i=j, indent="    ") for j in range(3))
+        for i in range(10)
+    ]
+    text = "\n\n".join(classes)
+    size = max(cl100k.count(c) for c in classes)
+    chunks = chunk(text, cl100k, size, language="python")
+    check_chunks(cl100k, text, chunks, size)
+    assert all(c.text.startswith("class Box") for c in chunks)
+    # Below a class's size, methods are the boundaries, and a decorator stays with its def.
+    chunks = chunk(
+        text.replace("    def", "    @cached\n    def"), cl100k, size // 2, language="python"
+    )
+    assert all(c.text.startswith(("class Box", "@cached")) for c in chunks), [
+        c.text[:12] for c in chunks
+    ]
+
+
+def test_language_keeps_definitions_whole_on_the_code_corpus(corpus, cl100k):
+    """On real code (CPython modules) every definition that fits (from its first line, decorators
+    and comments included, to the next definition) is inside one chunk; without the hint, 88%."""
+    from bisect import bisect_right
+
+    from bpecore.chunker import _Chunker
+
+    text = corpus("code")[:200_000]
+    starts = [p for p, _ in _Chunker(cl100k, text, 8, 0, True, False, "python").sections]
+    spans = []
+    for a, b in zip(starts, starts[1:] + [len(text)]):
+        piece = text[a:b]
+        spans.append((a + len(piece) - len(piece.lstrip()), a + len(piece.rstrip())))
+    for max_tokens in (128, 512):
+        fits = [(a, b) for a, b in spans if cl100k.count(text[a:b]) <= max_tokens]
+        whole = {}
+        for language in (None, "python"):
+            chunks = chunk(text, cl100k, max_tokens, language=language)
+            check_chunks(cl100k, text, chunks, max_tokens)
+            firsts = [c.start for c in chunks]
+            whole[language] = sum(
+                chunks[i].start <= a and b <= chunks[i].end
+                for a, b in fits
+                if (i := bisect_right(firsts, a) - 1) >= 0
+            )
+        assert whole["python"] == len(fits) > whole[None], (max_tokens, len(fits), whole)
+
+
+def test_bad_language(cl100k):
+    with pytest.raises(ValueError, match="language"):
+        chunk("x", cl100k, 8, language="cobol")
+    with pytest.raises(ValueError, match="choose one"):
+        chunk("x", cl100k, 8, markdown=True, language="python")
+    text = "# A\n\ntext\n\n## B\n\nmore text"
+    assert chunk(text, cl100k, 4, language="markdown") == chunk(text, cl100k, 4, markdown=True)
+
+
+CODE_TEXTS = st.lists(
+    st.sampled_from(
+        [
+            "def f(x):\n",
+            "    return x\n",
+            "@dec\n",
+            "# c\n",
+            "class A:\n",
+            "\n",
+            "    def m(s):\n",
+            "fn main() {\n",
+            "}\n",
+            "function g() {\n",
+            "// c\n",
+            "func F() {\n",
+            "\t",
+            " ",
+            "x = 1",
+        ]
+    ),
+    max_size=120,
+).map("".join)
+
+
+@given(
+    text=CODE_TEXTS | TEXTS,
+    max_tokens=st.sampled_from(LIMITS),
+    trim=st.booleans(),
+    language=st.sampled_from(sorted(DEFINITIONS)),
+    overlap=st.sampled_from([0, 0, 1, 3]),
+)
+def test_hyp_language_contract(cl100k, text, max_tokens, trim, language, overlap):
+    overlap = min(overlap, max_tokens - 1)
+    chunks = chunk_or_unfittable(
+        cl100k, text, max_tokens, overlap=overlap, trim=trim, language=language
+    )
+    if chunks is not None:
+        check_chunks(cl100k, text, chunks, max_tokens, trim=trim, overlap=overlap)
