@@ -303,7 +303,8 @@ class Column {
   // Rows of the token view: the text's lines, wrapped at the width of the view.
   layout() {
     const view = $(".view", this.el);
-    const cols = Math.max(16, Math.floor((view.clientWidth - 16) / this.app.charWidth));
+    // a few columns to spare for the cut marks drawn between characters
+    const cols = Math.max(16, Math.floor((view.clientWidth - 16) / this.app.charWidth) - 4);
     const s = this.text.s;
     const starts = [0];
     let i = 0;
