@@ -535,7 +535,8 @@ class App {
     for (const id of ["keep", "split-n", "max-tokens", "overlap"]) {
       $(`#${id}`).addEventListener("input", debounce(() => this.onControls(), 200));
     }
-    window.addEventListener("resize", debounce(() => this.columns.forEach((c) => c.layout()), 150));
+    const relayout = () => this.columns.forEach((c) => c.layout() || c.fetchWindowIfNeeded());
+    window.addEventListener("resize", debounce(relayout, 150));
     this.installTip();
     this.loadEncodings();
   }
