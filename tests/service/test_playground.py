@@ -374,6 +374,71 @@ def test_split_and_chunk_cuts_are_the_librarys(driver, page_server):
     set_control(driver, "keep", "head")
 
 
+# The token view in DOM order: each token span's text and index, and where the cut marks fall.
+VIEW_JS = """
+const column = document.querySelector(`.column[data-encoding='${arguments[0]}'] .view .rows`);
+const pieces = [];
+const marks = [];
+let text = '';
+for (const row of column.children) {
+  for (const node of row.children) {
+    if (node.classList.contains('t')) {
+      pieces.push([+node.dataset.k, node.textContent]);
+      text += node.textContent;
+    } else if (node.classList.contains('cut')) {
+      marks.push([node.classList[1], text]);
+    }
+    for (const inner of node.querySelectorAll('.cut')) {
+      // a mark inside a token: the text before it is the token's text up to the mark
+      marks.push([inner.classList[1], text.slice(0, text.length - node.textContent.length)
+        + [...node.childNodes].slice(0, [...node.childNodes].indexOf(inner))
+          .map((n) => n.textContent).join('')]);
+    }
+  }
+}
+const w = window.playground.columns.get(arguments[0]).window;
+return {pieces, marks, text, first: w.first};
+"""
+SHOWN = str.maketrans({"\u21b5": "\n", "\u2192": "\t", "\u240d": "\r"})
+
+
+@browser
+def test_the_token_view_draws_each_token_where_the_library_puts_it(driver, page_server):
+    # astral characters (two UTF-16 units in the page, one character to the API), joiners,
+    # combining marks, CJK, tabs: offsets must survive the page's UTF-16 <-> code point mapping
+    text = (
+        "Emoji 🙂🙂 and 🧑\u200d🤝\u200d🧑 join;\tcombining é̃ and 𝔘𝔫𝔦𝔠𝔬𝔡𝔢.\n"
+        "中文字符 and ½ of it, then 🙂 again at the end 🙂\n\n"
+        "    indented code(x) + 1  # 𝔘 comment\n"
+    )
+    open_page(driver, page_server)
+    set_control(driver, "split-n", 21)
+    set_control(driver, "max-tokens", 12)
+    set_control(driver, "overlap", 0)
+    time.sleep(0.3)
+    set_text(driver, text)
+    wait_for(lambda: settled(driver, text), what="the token view")
+    for name in ENCODINGS:
+        enc = bpecore.get_encoding(name)
+        view = driver.execute_script(VIEW_JS, name)
+        assert view["text"].translate(SHOWN) == text
+        offsets = token_offsets(enc, enc.encode(text))
+        drawn: dict[int, str] = {}
+        for k, piece in view["pieces"]:
+            drawn[view["first"] + k] = drawn.get(view["first"] + k, "") + piece.translate(SHOWN)
+        shown_to = 0  # a character two tokens share is drawn once, in the first
+        for index, (_, _, start, end) in enumerate(offsets):
+            assert drawn.get(index, "") == text[max(start, shown_to) : end], (name, index)
+            shown_to = max(shown_to, end)
+        cuts = {}
+        for kind, before in view["marks"]:
+            cuts.setdefault(kind, []).append(len(before.translate(SHOWN)))
+        assert cuts["split"] == [enc.split_at(text, 21)]
+        pieces = chunk(text, enc, 12)
+        assert cuts["chunk-start"] == [c.start for c in pieces]
+        assert cuts["chunk-end"] == [c.end for c in pieces]
+
+
 @browser
 def test_a_megabyte_paste_stays_responsive(driver, page_server):
     text = english()
