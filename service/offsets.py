@@ -63,8 +63,8 @@ def token_offsets_window(
     ``text[start:end]``, ``first`` being the index of the first of them in ``tokens``.
 
     Only the window's tokens are decoded into offsets: a view of a long text asks for the part on
-    screen. The window may start a token early (at the first token that starts on a character
-    boundary), and its offsets are those ``token_offsets`` gives for the whole text.
+    screen. The window may start up to three tokens early (at the first token that starts on a
+    character boundary), and its offsets are those ``token_offsets`` gives for the whole text.
     """
     raw = text.encode("utf-8")
     byte_ends = list(accumulate(map(_byte_lengths(enc).__getitem__, tokens)))
@@ -72,10 +72,9 @@ def token_offsets_window(
     byte_end = byte_start + len(text[start:end].encode("utf-8"))
     first = bisect_right(byte_ends, byte_start)  # the first token ending after byte_start
     stop = min(bisect_left(byte_ends, byte_end) + 1, len(tokens)) if end > start else first
+    # a token that starts inside a character: begin with the token holding that character's start
     while 0 < first < len(tokens) and 0x80 <= raw[byte_ends[first - 1]] < 0xC0:
-        first -= (
-            1  # it starts inside a character: begin with the token holding that character's start
-        )
+        first -= 1
     base = len(raw[: byte_ends[first - 1]].decode("utf-8")) if first else 0
     window = token_offsets(enc, tokens[first : max(stop, first)])
     return first, [(tid, t, a + base, b + base) for tid, t, a, b in window]
