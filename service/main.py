@@ -37,6 +37,7 @@ from bpecore_service.lean import LeanRoutes, lean_routes  # noqa: E402
 from bpecore_service.logging import configure_logging  # noqa: E402
 from bpecore_service.metrics import Metrics  # noqa: E402
 from bpecore_service.middleware import ServiceMiddleware  # noqa: E402
+from bpecore_service.playground import install as install_playground  # noqa: E402
 from bpecore_service.schemas import ErrorResponse, with_request_examples  # noqa: E402
 
 log = logging.getLogger("bpesvc")
@@ -267,6 +268,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     state.drain_event = asyncio.Event()
     install_errors(app)
     install_docs(app)
+    install_playground(app)  # GET /: the playground page
     default_openapi = app.openapi
     app.openapi = lambda: with_request_examples(default_openapi())  # cached by FastAPI's own
     routers = [module.router for module in (health, tokens, chunks, chat, compat, stream)]

@@ -146,6 +146,9 @@ class TokenOffset(Response):
         description="Character offset just after the last character the token touches. Tokens that split "
         "a character both cover it."
     )
+    bytes: str | None = Field(
+        default=None, description="The token's bytes in hex, when return_bytes was set."
+    )
 
 
 class EncodeRequest(Request):
@@ -168,6 +171,15 @@ class EncodeRequest(Request):
     return_offsets: bool = Field(
         default=False, description="Also return {id, text, start, end} per token."
     )
+    offsets_range: Pair | None = Field(
+        default=None,
+        description="With return_offsets: [start, end] character offsets; offsets only for the tokens "
+        "that overlap text[start:end] (a window onto a long text), from token offsets_first on.",
+    )
+    return_bytes: bool = Field(
+        default=False,
+        description="With return_offsets: each offset also carries its token's bytes.",
+    )
 
 
 class EncodeResponse(Response):
@@ -176,6 +188,11 @@ class EncodeResponse(Response):
     tokens: list[int] = Field(description="Token ids.")
     offsets: list[TokenOffset] | None = Field(
         default=None, description="Per token, when return_offsets was set."
+    )
+    offsets_first: int | None = Field(
+        default=None,
+        description="With return_offsets: the index in tokens of the first offset (0 unless "
+        "offsets_range was given).",
     )
 
 

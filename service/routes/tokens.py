@@ -11,7 +11,7 @@ from pydantic_core import to_json
 from bpecore_service.deps import Context, Ctx, reply, utf8_len
 from bpecore_service.errors import APIError, decode_bytes
 from bpecore_service.lean import lean
-from bpecore_service.offsets import token_offsets
+from bpecore_service.offsets import token_offsets, token_offsets_window
 from bpecore_service.schemas import (
     COMMON_ERRORS,
     CountRequest,
@@ -99,13 +99,34 @@ def encode_text(body: EncodeRequest, ctx: Context) -> EncodeResponse:
         except ValueError as e:
             raise APIError(400, "disallowed_special_token", str(e).split("\n")[0]) from None
         rec["tokens"] = len(tokens)
-    offsets = None
+    offsets = first = None
     if body.return_offsets:
-        ctx.check_max("tokens with offsets", len(tokens), ctx.settings.max_offsets)
+        if body.offsets_range is None:
+            first, window = 0, None
+            ctx.check_max("tokens with offsets", len(tokens), ctx.settings.max_offsets)
+        else:
+            lo, hi = body.offsets_range
+            if not 0 <= lo <= hi <= len(body.text):
+                raise APIError(
+                    422,
+                    "invalid_range",
+                    f"offsets_range [{lo}, {hi}] is not within 0 <= start <= end <= {len(body.text)}",
+                )
+            first, window = token_offsets_window(enc, tokens, body.text, lo, hi)
+            ctx.check_max("tokens with offsets", len(window), ctx.settings.max_offsets)
         offsets = [
-            TokenOffset(id=i, text=t, start=a, end=b) for i, t, a, b in token_offsets(enc, tokens)
+            TokenOffset(
+                id=i,
+                text=t,
+                start=a,
+                end=b,
+                bytes=enc.decode_bytes([i]).hex() if body.return_bytes else None,
+            )
+            for i, t, a, b in (token_offsets(enc, tokens) if window is None else window)
         ]
-    return EncodeResponse(encoding=enc.name, count=len(tokens), tokens=tokens, offsets=offsets)
+    return EncodeResponse(
+        encoding=enc.name, count=len(tokens), tokens=tokens, offsets=offsets, offsets_first=first
+    )
 
 
 # thread_bytes=0: encoding (and offsets) can take long even for a small body; the route runs in a thread too
