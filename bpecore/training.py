@@ -209,6 +209,29 @@ def _tasks(sources: Sequence, texts: Iterable[str] | None) -> Iterator[tuple[lis
         yield batch, size
 
 
+def _is_gzip(path: str | os.PathLike) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _worker_tasks(
+    sources: Sequence, texts: Iterable[str] | None
+) -> Iterator[tuple[list[str] | FileSlice, int]]:
+    """``_tasks`` for worker processes: a plain file goes as ``FileSlice`` ranges of about
+    ``4 * CHUNK_BYTES`` cut at cut points, which each worker reads itself (this process only
+    finds the cuts); gzip files and texts are read here and sent as text."""
+    for source in sources if texts is None else ():
+        path = source.path if isinstance(source, FileSlice) else source
+        if _is_gzip(path):
+            yield from _tasks([source], None)
+            continue
+        start, end = (source.start, source.end) if isinstance(source, FileSlice) else (0, None)
+        for piece in _shard_range(path, 4 * CHUNK_BYTES, start, end):
+            yield piece, piece.end - piece.start
+    if texts is not None:
+        yield from _tasks(sources, texts)
+
+
 # ----------------------------------------------------------------------------- counting
 class _Counter:
     """Counts the pieces of documents for one or two patterns (used inside each worker).
@@ -273,7 +296,11 @@ def _worker(
         task = tasks.get()
         if task is None:
             break
-        counter.add(task[0])
+        if isinstance(task[0], FileSlice):
+            for text, _ in _file_chunks(task[0]):
+                counter.add([text])
+        else:
+            counter.add(task[0])
         results.put(("progress", task[1]))
     results.put(("done", counter.result()))
 
@@ -338,7 +365,7 @@ def _count_all(
                 return
 
     try:
-        for task in _tasks(sources, texts):
+        for task in _worker_tasks(sources, texts):
             while True:
                 try:
                     tasks.put(task, timeout=0.05)
@@ -426,11 +453,17 @@ def file_shards(path: str | os.PathLike, shard_bytes: int) -> list[FileSlice]:
     """
     if shard_bytes < 1:
         raise ValueError("shard_bytes must be >= 1")
-    path = os.fspath(path)
-    size = input_size(path)
-    cuts = [0]
+    return _shard_range(os.fspath(path), shard_bytes)
+
+
+def _shard_range(
+    path: str, shard_bytes: int, start: int = 0, end: int | None = None
+) -> list[FileSlice]:
+    """``file_shards`` of the byte range ``start:end`` of a file (``start`` a cut point or 0)."""
+    size = input_size(path) if end is None else end
+    cuts = [start]
     with _open(path) as f:
-        target = shard_bytes
+        target = start + shard_bytes
         while target < size:
             f.seek(target)
             cut = _next_cut(f, target)
@@ -439,7 +472,7 @@ def file_shards(path: str | os.PathLike, shard_bytes: int) -> list[FileSlice]:
             cuts.append(cut)
             target = cut + shard_bytes
     cuts.append(size)
-    return [FileSlice(path, end, start) for start, end in zip(cuts, cuts[1:]) if end > start]
+    return [FileSlice(path, e, s) for s, e in zip(cuts, cuts[1:]) if e > s]
 
 
 # ----------------------------------------------------------------------------- counts

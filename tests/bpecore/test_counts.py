@@ -256,3 +256,18 @@ def test_import_bpecore_imports_no_engine():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_worker_processes_read_plain_files_in_slices(files, whole, monkeypatch):
+    # workers=2: plain files go to the workers as FileSlice ranges they read themselves (4 x
+    # CHUNK_BYTES, here 20 KB, cut at cut points); gzip files are read here and sent as text
+    paths, gz = files
+    monkeypatch.setattr(train_module, "CHUNK_BYTES", 5000)
+    tasks = list(train_module._worker_tasks(paths, None))
+    assert all(isinstance(t, FileSlice) for t, _ in tasks) and len(tasks) > 15
+    assert sum(n for _, n in tasks) == whole.input_bytes
+    assert count_pieces(paths, special_tokens=[EOT], superbpe=True, workers=2) == whole
+    mixed = [paths[1], gz, FileSlice(paths[2], 90_000, 0)]
+    one = count_pieces(mixed, special_tokens=[EOT], superbpe=True, workers=1)
+    assert count_pieces(mixed, special_tokens=[EOT], superbpe=True, workers=2) == one
+    assert any(isinstance(t, list) for t, _ in train_module._worker_tasks(mixed, None))
