@@ -47,7 +47,8 @@ class PieceCounts:
     - ``pieces``: piece bytes -> occurrences.
     - ``superword_pattern``/``superwords``: for SuperBPE, the stage-2 pattern and its pieces'
       counts over the same text (None when not counted).
-    - ``input_bytes``: input bytes the counts stand for.
+    - ``input_bytes``: input bytes the counts stand for (characters for ``str`` input, as
+      ``train``'s report counts them).
 
     >>> from bpecore import count_pieces
     >>> a = count_pieces(["low lower"], pattern="o200k")
@@ -105,6 +106,7 @@ class PieceCounts:
                 )
 
     def copy(self) -> PieceCounts:
+        """A copy with its own tables."""
         return PieceCounts(
             self.pattern,
             self.special_tokens,
@@ -126,7 +128,8 @@ class PieceCounts:
         return self
 
     def __add__(self, other: PieceCounts) -> PieceCounts:
-        """A new sum: a copy of the larger table with the smaller one added into it."""
+        """A new sum: a copy of the larger table with the smaller one added into it. (``sum`` of
+        many parts copies the running total at each step; ``+=`` in a loop does not.)"""
         if not isinstance(other, PieceCounts):
             return NotImplemented
         self._check_same(other)

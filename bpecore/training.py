@@ -561,7 +561,10 @@ def _load_counts(counts) -> PieceCounts:
         return PieceCounts.load(counts)
     items = list(counts)
     if items and all(isinstance(c, PieceCounts) for c in items):
-        return sum(items[1:], items[0].copy())
+        total = items[0].copy()
+        for c in items[1:]:
+            total += c  # in place: sum() would copy the running total at every step
+        return total
     return PieceCounts.load(items)
 
 
