@@ -24,12 +24,12 @@ ENCODING = "o200k_base"
 
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory):
-    """The corpora as plain files (4 x 1 MB): the input every engine shards."""
+    """The first 512 KiB of each corpus as plain files: the input every engine shards."""
     d = tmp_path_factory.mktemp("corpora")
     paths = []
     for name in NAMES:
         with open(os.path.join(SHARED_CORPORA, f"{name}.1mb.txt.gz"), "rb") as f:
-            data = gzip.decompress(f.read())
+            data = gzip.decompress(f.read())[: 512 * 1024]
         path = d / f"{name}.txt"
         path.write_bytes(data)
         paths.append(str(path))
@@ -38,7 +38,7 @@ def corpus_files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shards(corpus_files):
-    out = [s for p in corpus_files for s in file_shards(p, 256 * 1024)]
+    out = [s for p in corpus_files for s in file_shards(p, 128 * 1024)]
     assert len(out) >= 12
     return out
 
