@@ -43,7 +43,7 @@ from bpecore._progress import Progress
 from bpecore._text import utf8
 from bpecore.counts import PieceCounts
 from bpecore.encoding import Encoding
-from bpecore.patterns import resolve_pattern
+from bpecore.patterns import NAMED_PATTERNS, resolve_pattern
 from bpecore.pretokenize import pattern_kind
 from bpecore.trainer import Trainer
 from bpecore.trainer import count_pieces as _count_scanned
@@ -790,7 +790,16 @@ def main(argv: list[str] | None = None) -> int:
         "missing, unreadable or not UTF-8 text, 2 bad usage, 5 written with fewer ids than "
         "--vocab-size (no pair left at --min-frequency).",
     )
-    ap.add_argument("files", nargs="+", help="training text files (UTF-8, plain or .gz)")
+    ap.add_argument("files", nargs="*", help="training text files (UTF-8, plain or .gz)")
+    ap.add_argument(
+        "--counts",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="train from saved piece counts instead of files (count_pieces(...).save(): "
+        ".bpecounts or .parquet files, or a directory of them; repeatable); the pattern and "
+        "special tokens are the counts' own",
+    )
     ap.add_argument(
         "--vocab-size",
         type=int,
@@ -798,7 +807,9 @@ def main(argv: list[str] | None = None) -> int:
         help="ids in total: 256 bytes + merges + specials (default 32000)",
     )
     ap.add_argument(
-        "--pattern", default="o200k", help="o200k, cl100k, r50k or a regex (default o200k)"
+        "--pattern",
+        default=None,
+        help="o200k, cl100k, r50k or a regex (default o200k; with --counts, theirs)",
     )
     ap.add_argument(
         "--special",
@@ -841,6 +852,19 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     name = args.name or os.path.basename(os.path.normpath(args.output)) or "trained"
+    if bool(args.files) == bool(args.counts):
+        raise CLIError("bpecore train: give training files or --counts, not both", EXIT_USAGE)
+    counts = None
+    if args.counts:
+        try:
+            counts = PieceCounts.load(args.counts)
+        except (OSError, ValueError) as e:
+            raise CLIError(f"bpecore train: --counts: {e}", EXIT_INPUT) from None
+        if args.special is None:
+            args.special = list(counts.special_tokens)
+        if args.pattern is None:  # shown by its short name where it has one
+            names = [k for k, v in NAMED_PATTERNS.items() if v == counts.pattern]
+            args.pattern = min(names, key=len) if names else counts.pattern
     specials = args.special if args.special is not None else ["<|endoftext|>"]
     need = 256 + len(specials)
     if args.vocab_size < need:
@@ -853,6 +877,8 @@ def main(argv: list[str] | None = None) -> int:
         raise CLIError(
             "bpecore train: --holdout-bytes must be >= 0 and --min-frequency >= 1", EXIT_USAGE
         )
+    if args.pattern is None:
+        args.pattern = "o200k"
     pattern = resolve_pattern(args.pattern)
     try:
         regex.compile(pattern)
@@ -864,17 +890,23 @@ def main(argv: list[str] | None = None) -> int:
         check_text_file(path, "bpecore train")
     sources, held = _holdout_split(args.files, args.holdout_bytes)
     start = time.perf_counter()
-    enc = train(
-        sources,
-        vocab_size=args.vocab_size,
-        pattern=args.pattern,
-        special_tokens=specials,
-        min_frequency=args.min_frequency,
-        workers=args.workers,
-        superbpe_transition=args.superbpe,
-        name=name,
-        progress=not args.quiet,
-    )
+    try:
+        enc = train(
+            sources or None,
+            vocab_size=args.vocab_size,
+            pattern=args.pattern,
+            special_tokens=specials,
+            min_frequency=args.min_frequency,
+            workers=args.workers,
+            superbpe_transition=args.superbpe,
+            name=name,
+            progress=not args.quiet,
+            counts=counts,
+        )
+    except ValueError as e:
+        if counts is None:
+            raise
+        raise CLIError(f"bpecore train: --counts: {e}", EXIT_USAGE) from None
     elapsed = time.perf_counter() - start
     try:
         os.makedirs(args.output, exist_ok=True)

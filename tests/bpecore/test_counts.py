@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import bpecore
 from bpecore import PieceCounts, count_pieces, train
 from bpecore import training as train_module
+from bpecore._exitcodes import CLIError
 from bpecore.training import SUPERBPE_PATTERN, FileSlice, file_shards, split_text
 
 MIXED = ["english", "code", "multilingual"]
@@ -271,3 +272,31 @@ def test_worker_processes_read_plain_files_in_slices(files, whole, monkeypatch):
     one = count_pieces(mixed, special_tokens=[EOT], superbpe=True, workers=1)
     assert count_pieces(mixed, special_tokens=[EOT], superbpe=True, workers=2) == one
     assert any(isinstance(t, list) for t, _ in train_module._worker_tasks(mixed, None))
+
+
+def test_cli_trains_from_saved_counts(files, tmp_path, capsys):
+    paths, _ = files
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for i, s in enumerate(s for p in paths for s in file_shards(p, 30_000)):
+        count_pieces(s, "cl100k", [EOT], superbpe=True).save(shards / f"{i:03d}.bpecounts")
+    args = ["--vocab-size", "700", "--superbpe", "400", "--quiet"]
+    assert train_module.main([*paths, "--pattern", "cl100k", *args, "-o", str(tmp_path / "a")]) == 0
+    assert train_module.main(["--counts", str(shards), *args, "-o", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "pattern superbpe" in out
+    a = bpecore.registry.load_saved(tmp_path / "a" / "a.tiktoken")
+    b = bpecore.registry.load_saved(tmp_path / "b" / "b.tiktoken")
+    assert a.mergeable_ranks == b.mergeable_ranks and a.special_tokens == b.special_tokens
+    assert a.pattern == b.pattern == SUPERBPE_PATTERN
+    assert train_module.main(["--counts", str(shards), *args[:2], "-o", str(tmp_path / "c")]) == 0
+    assert "pattern cl100k" in capsys.readouterr().out
+    errors = [
+        ([], "files or --counts"),
+        ([*paths, "--counts", str(shards)], "files or --counts"),
+        (["--counts", str(shards), "--pattern", "o200k"], "pattern"),
+        (["--counts", str(tmp_path / "missing.bpecounts")], "--counts"),
+    ]
+    for argv, message in errors:
+        with pytest.raises(CLIError, match=message):
+            train_module.main([*argv, "--vocab-size", "700", "--quiet", "-o", str(tmp_path / "x")])
