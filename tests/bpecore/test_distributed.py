@@ -115,6 +115,7 @@ def dask_client():
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
+        client.wait_for_workers(2)
         yield client
 
 
