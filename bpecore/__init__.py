@@ -12,6 +12,7 @@ from bpecore.chat import trim_to_budget as trim_to_budget
 from bpecore.chunker import Chunk as Chunk
 from bpecore.chunker import chunk as chunk
 from bpecore.chunker import chunk_batch as chunk_batch
+from bpecore.counts import PieceCounts as PieceCounts
 from bpecore.encoding import Encoding as Encoding
 from bpecore.encoding import UnknownTokenError as UnknownTokenError
 from bpecore.gguf import load_gguf as load_gguf
@@ -29,6 +30,7 @@ from bpecore.registry import load_hf as load_hf
 from bpecore.registry import load_tiktoken as load_tiktoken
 from bpecore.registry import register_encoding as register_encoding
 from bpecore.tekken import load_tekken as load_tekken
+from bpecore.training import count_pieces as count_pieces
 from bpecore.training import train as train
 
 __version__ = "0.1.0"
@@ -50,6 +52,8 @@ __all__ = [
     "trim_to_budget",
     "image_size",
     "train",
+    "count_pieces",
+    "PieceCounts",
     "VocabError",
     "get_encoding",
     "list_encodings",

@@ -15,6 +15,10 @@ Chunk cuts: a chunk ends after a newline followed by a letter. No piece of the s
 (cl100k, o200k, r50k) or of ``SUPERBPE_PATTERN`` spans such a place, so counts do not depend on
 the chunking or on ``workers``. Special-token strings in the input delimit documents and are not
 counted. A run of more than ``MAX_CARRY`` bytes without a cut point is cut where it stands.
+
+Past one machine (README, "Training past one machine"): step 1 alone is ``count_pieces``, which
+any engine can run on its partitions (``split_text`` and ``file_shards`` cut text and files at the
+same cut points); the ``PieceCounts`` add up, and ``train(counts=...)`` runs steps 2-3 on one node.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ import regex
 from bpecore._exitcodes import EXIT_INPUT, EXIT_SHORT_VOCAB, EXIT_USAGE, CLIError
 from bpecore._progress import Progress
 from bpecore._text import utf8
+from bpecore.counts import PieceCounts
 from bpecore.encoding import Encoding
-from bpecore.patterns import resolve_pattern
+from bpecore.patterns import NAMED_PATTERNS, resolve_pattern
 from bpecore.pretokenize import pattern_kind
 from bpecore.trainer import Trainer
 from bpecore.trainer import count_pieces as _count_scanned
@@ -88,6 +93,8 @@ MAX_CARRY = 1 << 26  #: longest text kept waiting for a cut point before it is c
 _NONE_KIND = pattern_kind(None)
 _REGEX_KIND = pattern_kind(r"\X")
 _CUT = regex.compile(r"(?r)\n(?=\p{L})")
+_CUT_FORWARD = regex.compile(r"\n(?=\p{L})")
+_LETTER = regex.compile(r"\p{L}")
 
 
 @dataclass
@@ -108,10 +115,12 @@ class TrainingReport:
 
 @dataclass(frozen=True)
 class FileSlice:
-    """The first ``end`` (decompressed) bytes of a file; ``train`` reads it like a file path."""
+    """(Decompressed) bytes ``start:end`` of a file; ``train`` and ``count_pieces`` read it like a
+    file path. ``file_shards`` makes slices that start and end at cut points."""
 
     path: str
     end: int
+    start: int = 0
 
 
 # ----------------------------------------------------------------------------- reading
@@ -143,11 +152,15 @@ def _file_chunks(
     source: str | os.PathLike | FileSlice, block: int = CHUNK_BYTES
 ) -> Iterator[tuple[str, int]]:
     """(text, bytes read) chunks of a file, each ending at a cut point (or at the end)."""
-    path, end = (source.path, source.end) if isinstance(source, FileSlice) else (source, None)
+    if isinstance(source, FileSlice):
+        path, start, remaining = source.path, source.start, max(0, source.end - source.start)
+    else:
+        path, start, remaining = source, 0, None
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     carry = ""
-    remaining = end
     with _open(path) as f:
+        if start:
+            f.seek(start)  # gzip: decompresses up to ``start``
         while True:
             n = block if remaining is None else min(block, remaining)
             data = f.read(n) if n > 0 else b""
@@ -194,6 +207,29 @@ def _tasks(sources: Sequence, texts: Iterable[str] | None) -> Iterator[tuple[lis
             batch, size = [], 0
     if batch:
         yield batch, size
+
+
+def _is_gzip(path: str | os.PathLike) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _worker_tasks(
+    sources: Sequence, texts: Iterable[str] | None
+) -> Iterator[tuple[list[str] | FileSlice, int]]:
+    """``_tasks`` for worker processes: a plain file goes as ``FileSlice`` ranges of about
+    ``4 * CHUNK_BYTES`` cut at cut points, which each worker reads itself (this process only
+    finds the cuts); gzip files and texts are read here and sent as text."""
+    for source in sources if texts is None else ():
+        path = source.path if isinstance(source, FileSlice) else source
+        if _is_gzip(path):
+            yield from _tasks([source], None)
+            continue
+        start, end = (source.start, source.end) if isinstance(source, FileSlice) else (0, None)
+        for piece in _shard_range(path, 4 * CHUNK_BYTES, start, end):
+            yield piece, piece.end - piece.start
+    if texts is not None:
+        yield from _tasks(sources, texts)
 
 
 # ----------------------------------------------------------------------------- counting
@@ -260,7 +296,11 @@ def _worker(
         task = tasks.get()
         if task is None:
             break
-        counter.add(task[0])
+        if isinstance(task[0], FileSlice):
+            for text, _ in _file_chunks(task[0]):
+                counter.add([text])
+        else:
+            counter.add(task[0])
         results.put(("progress", task[1]))
     results.put(("done", counter.result()))
 
@@ -325,7 +365,7 @@ def _count_all(
                 return
 
     try:
-        for task in _tasks(sources, texts):
+        for task in _worker_tasks(sources, texts):
             while True:
                 try:
                     tasks.put(task, timeout=0.05)
@@ -347,21 +387,206 @@ def _count_all(
     return totals, total_bytes
 
 
-# ----------------------------------------------------------------------------- train
+# ----------------------------------------------------------------------------- partitions
+def split_text(text: str, max_chars: int) -> list[str]:
+    """``text`` cut into parts of at most ``max_chars`` characters, each ending at a cut point
+    (after a newline followed by a letter), so counting the parts apart gives the counts of the
+    whole. A part is longer only where no cut point falls within ``max_chars``.
+
+    >>> split_text("one\\ntwo\\nthree\\n", 6)
+    ['one\\n', 'two\\n', 'three\\n']
+    """
+    if max_chars < 1:
+        raise ValueError("max_chars must be >= 1")
+    parts, pos, n = [], 0, len(text)
+    while n - pos > max_chars:
+        m = _CUT.search(text, pos, pos + max_chars + 1)  # the letter may be just past the limit
+        if m is None or m.end() <= pos:
+            m = _CUT_FORWARD.search(text, pos + max_chars)
+            if m is None:
+                break
+        parts.append(text[pos : m.end()])
+        pos = m.end()
+    if pos < n:
+        parts.append(text[pos:])
+    return parts
+
+
+def _char_len(lead: int) -> int:
+    """Length of the UTF-8 sequence a lead byte starts (1 for a byte that starts none)."""
+    return (
+        2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF8 else 1
+    )
+
+
+def _next_cut(f, offset: int, block: int = 1 << 16) -> int | None:
+    """The first cut point (the byte offset after a newline followed by a letter) at or after
+    ``offset`` in the binary file ``f``, which is positioned at ``offset``; None if there is none.
+    The bytes after the newline are decoded as ``_file_chunks`` does (invalid: U+FFFD, no letter).
+    """
+    buf, base, scan = b"", offset, 0  # buf holds the file's bytes [base, base + len(buf))
+    while True:
+        data = f.read(block)
+        buf += data
+        while True:
+            i = buf.find(b"\n", scan)
+            if i < 0:
+                scan = len(buf)
+                break
+            n = _char_len(buf[i + 1]) if i + 1 < len(buf) else 1
+            if i + 1 + n > len(buf) and data:
+                scan = i  # the character after the newline is not all read yet
+                break
+            if _LETTER.match(buf[i + 1 : i + 1 + n].decode("utf-8", "replace")[:1]):
+                return base + i + 1
+            scan = i + 1
+        if not data:
+            return None
+        base, buf, scan = base + scan, buf[scan:], 0
+
+
+def file_shards(path: str | os.PathLike, shard_bytes: int) -> list[FileSlice]:
+    """Slices of about ``shard_bytes`` (decompressed) bytes covering the file, each starting and
+    ending at a cut point: shards a cluster can count apart (``count_pieces(shard)``) and still
+    get the counts of the whole file. A gzip file is readable in slices, but each decompresses
+    from its start: shard a corpus of many gzip files by file instead.
+    """
+    if shard_bytes < 1:
+        raise ValueError("shard_bytes must be >= 1")
+    return _shard_range(os.fspath(path), shard_bytes)
+
+
+def _shard_range(
+    path: str, shard_bytes: int, start: int = 0, end: int | None = None
+) -> list[FileSlice]:
+    """``file_shards`` of the byte range ``start:end`` of a file (``start`` a cut point or 0)."""
+    size = input_size(path) if end is None else end
+    cuts = [start]
+    with _open(path) as f:
+        target = start + shard_bytes
+        while target < size:
+            f.seek(target)
+            cut = _next_cut(f, target)
+            if cut is None or cut >= size:
+                break
+            cuts.append(cut)
+            target = cut + shard_bytes
+    cuts.append(size)
+    return [FileSlice(path, e, s) for s, e in zip(cuts, cuts[1:]) if e > s]
+
+
+# ----------------------------------------------------------------------------- counts
 def _is_path(x) -> bool:
     return isinstance(x, (os.PathLike, FileSlice)) or (isinstance(x, str) and os.path.isfile(x))
 
 
-def train(
+def _sources(files) -> tuple[list, Iterable[str] | None]:
+    """(file sources, None) for a path or list of paths; ([], texts) for an iterable of str."""
+    if isinstance(files, (str, os.PathLike, FileSlice)):
+        if not _is_path(files):
+            raise FileNotFoundError(f"no such file: {files}")
+        return [files], None
+    if isinstance(files, (list, tuple)) and files and all(_is_path(f) for f in files):
+        return list(files), None
+    return [], files
+
+
+def _input_total(sources: list) -> int | None:
+    if not sources:
+        return None
+    return sum(s.end - s.start if isinstance(s, FileSlice) else input_size(s) for s in sources)
+
+
+def _special_strings(special_tokens) -> list[str]:
+    return list(special_tokens) if special_tokens else []
+
+
+def count_pieces(
     files: str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str],
-    vocab_size: int = 32000,
     pattern: str | None = "o200k",
+    special_tokens: dict[str, int] | Sequence[str] | None = None,
+    *,
+    superbpe: bool = False,
+    workers: int | None = 1,
+    progress: bool = False,
+) -> PieceCounts:
+    """Count the pieces the pre-tokenizer cuts: ``train``'s first step, as a map step.
+
+    Counts of any partition of a corpus add up to the counts of the whole (``sum(parts)``), when
+    the parts end at document boundaries (each ``str`` is a document, each file is one) or at
+    cut points (``split_text``, ``file_shards``). ``train(counts=...)`` then gives the merges
+    ``train(files)`` gives.
+
+    Args:
+        files: as ``train``'s: a path, a list of paths (``FileSlice`` too), or an iterable of
+            ``str`` documents (a list, a pandas Series, an engine's partition).
+        pattern: as ``train``'s (a name of ``bpecore.patterns.NAMED_PATTERNS`` or a regex).
+        special_tokens: special-token strings (or ``{string: id}``); they delimit documents and
+            are not counted. ``train(counts=...)`` needs the same strings.
+        superbpe: count the SuperBPE stage-2 pieces (``SUPERBPE_PATTERN``) too, which
+            ``train(counts=..., superbpe_transition=...)`` needs.
+        workers: counting processes on this machine (1: in this process, the default for a map
+            step; None: the CPU count, as ``train``).
+        progress: draw a progress bar on stderr.
+
+    >>> c = count_pieces(["low lower<|endoftext|>lowest"], special_tokens=["<|endoftext|>"])
+    >>> sorted(c.pieces.items()), c.input_bytes
+    ([(b' lower', 1), (b'low', 1), (b'lowest', 1)], 28)
+    """
+    pattern = resolve_pattern(pattern)
+    sources, texts = _sources(files)
+    specials = _special_strings(special_tokens)
+    patterns = [pattern, SUPERBPE_PATTERN] if superbpe else [pattern]
+    total = _input_total(sources)
+    if workers is None:
+        workers = 1 if total is not None and total <= 2 * CHUNK_BYTES else (os.cpu_count() or 1)
+    bar = Progress("count pieces", total, "MB", 1e6) if progress else None
+    tables, nbytes = _count_all(sources, texts, patterns, specials, workers, bar)
+    if bar:
+        bar.close(nbytes)
+    return PieceCounts(
+        pattern,
+        specials,
+        tables[0],
+        SUPERBPE_PATTERN if superbpe else None,
+        tables[1] if superbpe else None,
+        nbytes,
+    )
+
+
+def _load_counts(counts) -> PieceCounts:
+    if isinstance(counts, PieceCounts):
+        return counts
+    if isinstance(counts, (str, os.PathLike)):
+        return PieceCounts.load(counts)
+    items = list(counts)
+    if items and all(isinstance(c, PieceCounts) for c in items):
+        total = items[0].copy()
+        for c in items[1:]:
+            total += c  # in place: sum() would copy the running total at every step
+        return total
+    return PieceCounts.load(items)
+
+
+class _DefaultPattern(str):
+    """``train``'s default pattern: o200k for files, the counts' own for ``counts=``."""
+
+    __slots__ = ()
+
+
+# ----------------------------------------------------------------------------- train
+def train(
+    files: str | os.PathLike | Iterable[str | os.PathLike] | Iterable[str] | None = None,
+    vocab_size: int = 32000,
+    pattern: str | None = _DefaultPattern("o200k"),
     special_tokens: dict[str, int] | Sequence[str] | None = None,
     min_frequency: int = 2,
     workers: int | None = None,
     superbpe_transition: int | str | None = None,
     name: str = "trained",
     progress: bool = False,
+    *,
+    counts: PieceCounts | str | os.PathLike | Iterable | None = None,
 ) -> Encoding:
     """Train a byte-level BPE vocabulary and return it as an ``Encoding``.
 
@@ -372,17 +597,22 @@ def train(
         vocab_size: total number of ids: 256 byte tokens + merges + special tokens.
         pattern: a name of ``bpecore.patterns.NAMED_PATTERNS`` (``"o200k"``, ``"cl100k"``,
             ``"r50k"``, ...) or a regex (``regex`` module syntax); ``None`` makes each document
-            one piece.
+            one piece. Default ``"o200k"``; with ``counts``, the counts' pattern.
         special_tokens: ``{string: id}``, or a list of strings given the ids after the BPE ids.
-            Their strings in the input delimit documents and are not trained on.
+            Their strings in the input delimit documents and are not trained on. With ``counts``:
+            the strings they were counted with (default: those, in sorted order).
         min_frequency: stop when the most frequent pair occurs fewer times.
         workers: pre-tokenization processes (default: CPU count; 1 = in this process).
         superbpe_transition: if set, the number of merges made over ``pattern`` pieces before
             training goes on over ``SUPERBPE_PATTERN`` pieces (SuperBPE); the returned Encoding
             then encodes with ``SUPERBPE_PATTERN``. ``"auto"``: ``default_superbpe_transition``
-            of the BPE ids (80% of them).
+            of the BPE ids (80% of them). With ``counts``, they must hold the superword counts
+            (``count_pieces(..., superbpe=True)``).
         name: the Encoding's name.
         progress: draw progress bars on stderr.
+        counts: instead of ``files``, piece counts made by ``count_pieces``: a ``PieceCounts``,
+            a list of them, or paths of saved ones (files or a directory); summed, then merged
+            here. Same merges as ``train(files)`` on the text they counted.
 
     Returns:
         an Encoding whose token ``256 + k`` is merge ``k``; ``enc.training`` is a TrainingReport.
@@ -390,16 +620,30 @@ def train(
     >>> enc = train(["low lower lowest"] * 3, vocab_size=260, min_frequency=2, workers=1)
     >>> [enc.decode([t]) for t in range(256, enc.n_vocab)]
     ['lo', 'low', ' low', ' lowe']
+    >>> again = train(counts=count_pieces(["low lower lowest"] * 3), vocab_size=260)
+    >>> again.training.merges == enc.training.merges
+    True
     """
+    if (files is None) == (counts is None):
+        raise TypeError("train() takes either files or counts=")
+    t0 = time.perf_counter()
+    if counts is not None:
+        counts = _load_counts(counts)
+        if isinstance(pattern, _DefaultPattern):
+            pattern = counts.pattern
+        elif resolve_pattern(pattern) != counts.pattern:
+            raise ValueError(
+                f"pattern {pattern!r} is not the pattern the counts were made with "
+                f"({counts.pattern!r})"
+            )
+        if special_tokens is None:
+            special_tokens = list(counts.special_tokens)
+        elif sorted(set(special_tokens)) != list(counts.special_tokens):
+            raise ValueError(
+                f"special tokens {sorted(special_tokens)} are not the ones the counts were made "
+                f"with ({list(counts.special_tokens)}): they delimit documents when counting"
+            )
     pattern = resolve_pattern(pattern)
-    if isinstance(files, (str, os.PathLike, FileSlice)):
-        if not _is_path(files):
-            raise FileNotFoundError(f"no such file: {files}")
-        sources, texts = [files], None
-    elif isinstance(files, (list, tuple)) and files and all(_is_path(f) for f in files):
-        sources, texts = list(files), None
-    else:
-        sources, texts = [], files
     if special_tokens is None:
         special_tokens = {}
     specials = list(special_tokens)
@@ -416,22 +660,29 @@ def train(
         raise ValueError(f"superbpe_transition must be >= 0 or 'auto', not {superbpe_transition!r}")
     report = TrainingReport(pattern=pattern, encode_pattern=pattern)
 
-    patterns = [pattern] if superbpe_transition is None else [pattern, SUPERBPE_PATTERN]
-    t0 = time.perf_counter()
-    total = (
-        sum(input_size(s.path if isinstance(s, FileSlice) else s) for s in sources)
-        if sources
-        else None
-    )
-    if isinstance(total, int) and any(isinstance(s, FileSlice) for s in sources):
-        total -= sum(input_size(s.path) - s.end for s in sources if isinstance(s, FileSlice))
-    if workers is None:
-        # below two chunks a second process costs more (fork, pickling) than it saves
-        workers = 1 if total is not None and total <= 2 * CHUNK_BYTES else (os.cpu_count() or 1)
-    bar = Progress("pre-tokenize", total, "MB", 1e6) if progress else None
-    counts, report.input_bytes = _count_all(sources, texts, patterns, specials, workers, bar)
-    if bar:
-        bar.close(report.input_bytes)
+    if counts is not None:
+        tables: list[dict[bytes, int]] = [counts.pieces]
+        if superbpe_transition is not None:
+            if counts.superwords is None or counts.superword_pattern != SUPERBPE_PATTERN:
+                raise ValueError(
+                    "SuperBPE from counts needs the superword counts: "
+                    "count_pieces(..., superbpe=True)"
+                )
+            tables.append(counts.superwords)
+        report.input_bytes = counts.input_bytes
+        del counts  # the tables are dropped one by one below (unless the caller holds them)
+    else:
+        sources, texts = _sources(files)
+        patterns = [pattern] if superbpe_transition is None else [pattern, SUPERBPE_PATTERN]
+        total = _input_total(sources)
+        if workers is None:
+            # below two chunks a second process costs more (fork, pickling) than it saves
+            workers = 1 if total is not None and total <= 2 * CHUNK_BYTES else (os.cpu_count() or 1)
+        bar = Progress("pre-tokenize", total, "MB", 1e6) if progress else None
+        tables, report.input_bytes = _count_all(sources, texts, patterns, specials, workers, bar)
+        if bar:
+            bar.close(report.input_bytes)
+    counts = tables
     report.unique_pieces = len(counts[0])
     t1 = time.perf_counter()
     report.pretokenize_seconds = t1 - t0
@@ -539,7 +790,16 @@ def main(argv: list[str] | None = None) -> int:
         "missing, unreadable or not UTF-8 text, 2 bad usage, 5 written with fewer ids than "
         "--vocab-size (no pair left at --min-frequency).",
     )
-    ap.add_argument("files", nargs="+", help="training text files (UTF-8, plain or .gz)")
+    ap.add_argument("files", nargs="*", help="training text files (UTF-8, plain or .gz)")
+    ap.add_argument(
+        "--counts",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="train from saved piece counts instead of files (count_pieces(...).save(): "
+        ".bpecounts or .parquet files, or a directory of them; repeatable); the pattern and "
+        "special tokens are the counts' own",
+    )
     ap.add_argument(
         "--vocab-size",
         type=int,
@@ -547,7 +807,9 @@ def main(argv: list[str] | None = None) -> int:
         help="ids in total: 256 bytes + merges + specials (default 32000)",
     )
     ap.add_argument(
-        "--pattern", default="o200k", help="o200k, cl100k, r50k or a regex (default o200k)"
+        "--pattern",
+        default=None,
+        help="o200k, cl100k, r50k or a regex (default o200k; with --counts, theirs)",
     )
     ap.add_argument(
         "--special",
@@ -590,6 +852,19 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     name = args.name or os.path.basename(os.path.normpath(args.output)) or "trained"
+    if bool(args.files) == bool(args.counts):
+        raise CLIError("bpecore train: give training files or --counts, not both", EXIT_USAGE)
+    counts = None
+    if args.counts:
+        try:
+            counts = PieceCounts.load(args.counts)
+        except (OSError, ValueError) as e:
+            raise CLIError(f"bpecore train: --counts: {e}", EXIT_INPUT) from None
+        if args.special is None:
+            args.special = list(counts.special_tokens)
+        if args.pattern is None:  # shown by its short name where it has one
+            names = [k for k, v in NAMED_PATTERNS.items() if v == counts.pattern]
+            args.pattern = min(names, key=len) if names else counts.pattern
     specials = args.special if args.special is not None else ["<|endoftext|>"]
     need = 256 + len(specials)
     if args.vocab_size < need:
@@ -602,6 +877,8 @@ def main(argv: list[str] | None = None) -> int:
         raise CLIError(
             "bpecore train: --holdout-bytes must be >= 0 and --min-frequency >= 1", EXIT_USAGE
         )
+    if args.pattern is None:
+        args.pattern = "o200k"
     pattern = resolve_pattern(args.pattern)
     try:
         regex.compile(pattern)
@@ -613,17 +890,23 @@ def main(argv: list[str] | None = None) -> int:
         check_text_file(path, "bpecore train")
     sources, held = _holdout_split(args.files, args.holdout_bytes)
     start = time.perf_counter()
-    enc = train(
-        sources,
-        vocab_size=args.vocab_size,
-        pattern=args.pattern,
-        special_tokens=specials,
-        min_frequency=args.min_frequency,
-        workers=args.workers,
-        superbpe_transition=args.superbpe,
-        name=name,
-        progress=not args.quiet,
-    )
+    try:
+        enc = train(
+            sources or None,
+            vocab_size=args.vocab_size,
+            pattern=args.pattern,
+            special_tokens=specials,
+            min_frequency=args.min_frequency,
+            workers=args.workers,
+            superbpe_transition=args.superbpe,
+            name=name,
+            progress=not args.quiet,
+            counts=counts,
+        )
+    except ValueError as e:
+        if counts is None:
+            raise
+        raise CLIError(f"bpecore train: --counts: {e}", EXIT_USAGE) from None
     elapsed = time.perf_counter() - start
     try:
         os.makedirs(args.output, exist_ok=True)
