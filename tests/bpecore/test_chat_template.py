@@ -1,0 +1,393 @@
+"""Chat templates: token for token what `transformers`' apply_chat_template(tokenize=True) gives,
+on Llama-3-, Qwen- and Mistral-style templates (tests/conftest.py), and bounded rendering."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bpecore.chat_template import (
+    ChatTemplateError,
+    apply_chat_template,
+    has_chat_template,
+    render_chat_template,
+)
+from bpecore.pretrained import from_pretrained
+
+transformers = pytest.importorskip("transformers", reason="transformers is the reference renderer")
+
+STYLES = ("llama3", "qwen", "mistral")
+
+
+@pytest.fixture(scope="module")
+def models(chat_model_dirs):
+    """Per style: (the bpecore encoding, the transformers tokenizer) of the same directory."""
+    return {
+        style: (from_pretrained(d), transformers.AutoTokenizer.from_pretrained(str(d)))
+        for style, d in chat_model_dirs.items()
+    }
+
+
+# ------------------------------------------------------------------------------ strategies
+PIECES = ["<|eot_id|>", "<|im_end|>", "<tool_call>", "[INST]", "</s>", "<s>", "\n", "\n\n", " "]
+text = st.lists(
+    st.one_of(
+        st.text(st.characters(exclude_categories=("Cs",)), max_size=12),
+        st.sampled_from(["Hello", " world", "the answer is 42.", "Paris"]),
+        st.sampled_from(PIECES),
+    ),
+    max_size=6,
+).map("".join)
+name = st.sampled_from(["get_weather", "search", "add"])
+arguments = st.one_of(
+    st.dictionaries(
+        st.sampled_from(["city", "q", "a", "b"]), st.one_of(text, st.integers()), max_size=2
+    ),
+    st.dictionaries(st.sampled_from(["city", "q"]), text, max_size=2).map(json.dumps),
+)
+
+
+@st.composite
+def tool_call(draw):
+    return {
+        "id": f"call_{draw(st.integers(0, 99))}",
+        "type": "function",
+        "function": {"name": draw(name), "arguments": draw(arguments)},
+    }
+
+
+tools = st.lists(
+    st.builds(
+        lambda n, d, props: {
+            "type": "function",
+            "function": {
+                "name": n,
+                "description": d,
+                "parameters": {
+                    "type": "object",
+                    "properties": {p: {"type": "string", "description": d} for p in props},
+                    "required": props[:1],
+                },
+            },
+        },
+        name,
+        text,
+        st.lists(st.sampled_from(["city", "q", "unit"]), unique=True, max_size=2),
+    ),
+    min_size=1,
+    max_size=2,
+)
+user = st.builds(lambda t: {"role": "user", "content": t}, text)
+assistant = st.builds(lambda t: {"role": "assistant", "content": t}, text)
+tool_result = st.builds(
+    lambda t: {"role": "tool", "tool_call_id": "call_1", "content": t},
+    st.one_of(text, st.dictionaries(st.just("result"), text, min_size=1)),
+)
+system = st.builds(lambda t: {"role": "system", "content": t}, text)
+
+
+@st.composite
+def llama3_chat(draw):
+    one_call = st.builds(
+        lambda c: {"role": "assistant", "tool_calls": [c]},
+        tool_call(),
+    )
+    head = draw(st.lists(system, max_size=1))
+    return head + draw(
+        st.lists(st.one_of(user, assistant, one_call, tool_result), min_size=1, max_size=6)
+    )
+
+
+@st.composite
+def qwen_chat(draw):
+    reasoning_key = st.sampled_from(["reasoning_content", "reasoning", "thinking"])
+    reply = st.builds(
+        lambda t, key, r, calls: {
+            "role": "assistant",
+            **({"content": t} if t is not None else {}),
+            **({key: r} if r is not None else {}),
+            **({"tool_calls": calls} if calls else {}),
+        },
+        st.one_of(st.none(), text),
+        reasoning_key,
+        st.one_of(st.none(), text),
+        st.lists(tool_call(), max_size=2),
+    )
+    plain_results = st.builds(
+        lambda t: {"role": "tool", "tool_call_id": "call_1", "content": t}, text
+    )
+    head = draw(st.lists(system, max_size=1))
+    rest = draw(st.lists(st.one_of(user, reply, plain_results), min_size=1, max_size=7))
+    return head + rest
+
+
+@st.composite
+def mistral_chat(draw, with_tools: bool):
+    head = draw(st.lists(system, max_size=1))
+    if not with_tools:
+        turns = draw(st.integers(0, 3))
+        body = []
+        for _ in range(turns):
+            body += [draw(user), draw(assistant)]
+        return head + body + [draw(user)]
+    calls = st.builds(
+        lambda cs: {"role": "assistant", "tool_calls": cs},
+        st.lists(tool_call(), min_size=1, max_size=2),
+    )
+    plain_results = st.builds(
+        lambda t: {"role": "tool", "tool_call_id": "call_1", "content": t}, text
+    )
+    return (
+        head
+        + [draw(user)]
+        + draw(st.lists(st.one_of(user, assistant, calls, plain_results), max_size=5))
+    )
+
+
+def _compare(models, style, messages, **kwargs):
+    enc, tok = models[style]
+    try:
+        expected = tok.apply_chat_template(messages, tokenize=True, return_dict=False, **kwargs)
+    except Exception as e:  # the reference refuses: so must we
+        with pytest.raises(ValueError):
+            apply_chat_template(enc, messages, **kwargs)
+        return type(e).__name__
+    got = apply_chat_template(enc, messages, **kwargs)
+    assert got == expected, (
+        apply_chat_template(enc, messages, tokenize=False, **kwargs),
+        tok.apply_chat_template(messages, tokenize=False, **kwargs),
+    )
+    return None
+
+
+HYP = settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@HYP
+@given(messages=llama3_chat(), tool_defs=st.one_of(st.none(), tools), prompt=st.booleans())
+def test_hyp_llama3_style_equals_transformers(models, messages, tool_defs, prompt):
+    _compare(models, "llama3", messages, tools=tool_defs, add_generation_prompt=prompt)
+
+
+@HYP
+@given(
+    messages=qwen_chat(),
+    tool_defs=st.one_of(st.none(), tools),
+    prompt=st.booleans(),
+    thinking=st.sampled_from([None, True, False]),
+)
+def test_hyp_qwen_style_with_tools_equals_transformers(
+    models, messages, tool_defs, prompt, thinking
+):
+    extra = {} if thinking is None else {"enable_thinking": thinking}
+    _compare(models, "qwen", messages, tools=tool_defs, add_generation_prompt=prompt, **extra)
+
+
+@HYP
+@given(data=st.data(), with_tools=st.booleans())
+def test_hyp_mistral_style_equals_transformers(models, data, with_tools):
+    messages = data.draw(mistral_chat(with_tools))
+    tool_defs = data.draw(tools) if with_tools else None
+    assert _compare(models, "mistral", messages, tools=tool_defs) is None
+
+
+@HYP
+@given(messages=llama3_chat(), style=st.sampled_from(STYLES), partial=text.filter(str.strip))
+def test_hyp_continue_final_message_equals_transformers(models, messages, style, partial):
+    if style == "mistral":
+        messages = [{"role": "user", "content": "Hi"}]
+    messages = [m for m in messages if m["role"] != "tool" and "tool_calls" not in m] or [
+        {"role": "user", "content": "Hi"}
+    ]
+    messages = [*messages, {"role": "assistant", "content": partial}]
+    _compare(models, style, messages, continue_final_message=True)
+
+
+def test_mistral_alternation_error_is_the_templates(models):
+    enc, _ = models["mistral"]
+    bad = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    assert _compare(models, "mistral", bad) is not None  # transformers refuses it too
+    with pytest.raises(ChatTemplateError, match="must alternate") as e:
+        apply_chat_template(enc, bad)
+    assert e.value.reason == "raised"
+
+
+def test_no_bos_unless_the_template_writes_it(models):
+    qwen, _ = models["qwen"]
+    llama, _ = models["llama3"]
+    messages = [{"role": "user", "content": "Hi"}]
+    assert apply_chat_template(qwen, messages)[0] == qwen.encode_single_token("<|im_start|>")
+    ids = apply_chat_template(llama, messages)
+    assert ids[0] == llama.encode_single_token("<|begin_of_text|>")
+    assert ids.count(ids[0]) == 1
+
+
+def test_template_variables_from_the_config(models):
+    enc, tok = models["qwen"]
+    assert enc.chat_template_tokens == {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
+    template = "{{ pad_token }}|{{ eos_token }}|{{ bos_token is defined }}|{{ x }}"
+    messages = [{"role": "user", "content": "Hi"}]
+    ours = apply_chat_template(enc, messages, chat_template=template, tokenize=False, x=1)
+    assert ours == tok.apply_chat_template(messages, chat_template=template, tokenize=False, x=1)
+    assert ours == "<|endoftext|>|<|im_end|>|False|1"
+
+
+def test_template_by_name(tmp_path, chat_model_dirs):
+    src = chat_model_dirs["qwen"]
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / f).write_bytes((src / f).read_bytes())
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config["chat_template"] = [
+        {"name": "default", "template": "D{{ messages | length }}"},
+        {"name": "tool_use", "template": "T{{ tools | length }}"},
+    ]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    enc = from_pretrained(tmp_path)
+    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    messages = [{"role": "user", "content": "Hi"}]
+    for kwargs in ({}, {"tools": [{"name": "f"}]}, {"chat_template": "tool_use", "tools": []}):
+        ours = apply_chat_template(enc, messages, tokenize=False, **kwargs)
+        assert ours == tok.apply_chat_template(messages, tokenize=False, **kwargs)
+    assert apply_chat_template(enc, messages, tokenize=False) == "D1"
+
+
+def test_no_template(chat_model_dirs):
+    import bpecore
+
+    enc = bpecore.get_encoding("cl100k_base")
+    assert not has_chat_template(enc)
+    with pytest.raises(ChatTemplateError) as e:
+        apply_chat_template(enc, [{"role": "user", "content": "Hi"}])
+    assert e.value.reason == "missing"
+
+
+# ------------------------------------------------------------------------------ the sandbox
+M = [{"role": "user", "content": "hi"}]
+HOSTILE = {
+    # loops that never end, with and without calls inside
+    "nested loops": (
+        "{% set x = range(100000) | list %}"
+        "{% for a in x %}{% for b in x %}{% for c in x %}{% endfor %}{% endfor %}{% endfor %}",
+        "timeout",
+    ),
+    "loops with calls": (
+        '{% for a in range(100000) %}{% for b in range(100000) %}{{ "" }}{% endfor %}{% endfor %}',
+        "timeout",
+    ),
+    # recursion
+    "recursive macro": ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursion"),
+    "recursive loop": ("{% for m in messages recursive %}{{ loop([m]) }}{% endfor %}", "recursion"),
+    # attributes and calls the sandbox refuses
+    "class of a list": ("{{ messages.__class__.__mro__ }}", "security"),
+    "subclasses": ("{{ ''.__class__.__base__.__subclasses__() }}", "security"),
+    "function globals": ("{{ raise_exception.__globals__.os }}", "security"),
+    "type internals": ("{{ cycler.__init__.__globals__ }}", "security"),
+    "mutating a list": ("{{ messages.append(1) }}", "security"),
+    "namespace underscore": ("{% set ns = namespace(_x=1) %}", "security"),
+    # huge strings, built at once or by doubling
+    "repetition": ('{{ "a" * 10 ** 9 }}', "output_size"),
+    "namespace doubling": (
+        '{% set ns = namespace(s="ab") %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}',
+        "output_size",
+    ),
+    "set doubling": ('{% set s = "ab" %}' + "{% set s = s ~ s %}" * 40, "output_size"),
+    "block doubling": (
+        '{% set s = "ab" %}' + "{% set s %}{{ s }}{{ s }}{% endset %}" * 40,
+        "output_size",
+    ),
+    "macro doubling": (
+        "{% macro f(s, n) %}{% if n %}{{ f(s ~ s, n - 1) }}{% else %}{{ s | length }}{% endif %}"
+        '{% endmacro %}{{ f("ab", 40) }}',
+        "output_size",
+    ),
+    "center": ('{{ "x" | center(10 ** 9) }}', "output_size"),
+    "percent width": ('{{ "%1000000000d" % 1 }}', "output_size"),
+    "format width": ('{{ "{:>{w}}".format(1, w=10 ** 9) }}', "output_size"),
+    "ljust": ('{{ "a".ljust(10 ** 9) }}', "output_size"),
+    "join": ('{{ range(100000) | list | join("x" * 900000) }}', "output_size"),
+    "indent": ('{{ ("\n" * 900000) | indent(900000) }}', "output_size"),
+    "replace": ('{% set s = "a" * 900000 %}{{ s.replace("a", s) }}', "output_size"),
+    "power": ("{{ 2 ** 100000000 }}", "output_size"),
+    "lipsum": ("{{ lipsum(10 ** 9) }}", "output_size"),
+    "strftime width": ('{{ strftime_now("%1000000000Y") }}', "output_size"),
+    "long output": ('{% for i in range(100000) %}{{ "x" * 1000 }}{% endfor %}', "output_size"),
+    # ordinary failures
+    "raise_exception": ('{{ raise_exception("no system messages") }}', "raised"),
+    "syntax": ("{% for %}", "syntax"),
+    "undefined": ("{{ foo.bar }}", "error"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
+def test_hostile_template_is_stopped(case):
+    template, reason = HOSTILE[case]
+    t0 = time.monotonic()
+    with pytest.raises(ChatTemplateError) as e:
+        render_chat_template(template, M, seconds=0.5)
+    assert e.value.reason == reason, e.value
+    assert isinstance(e.value, ValueError)
+    assert time.monotonic() - t0 < 3.0
+    # the thread is left as it was: no stray interruption later
+    assert render_chat_template("{{ messages[0].content }}", M) == "hi"
+    time.sleep(0.05)
+    assert sum(range(100_000)) == 4_999_950_000
+
+
+def test_limits_are_parameters():
+    template = '{{ "x" * 2000 }}'
+    assert len(render_chat_template(template, M, max_chars=2000)) == 2000
+    with pytest.raises(ChatTemplateError, match="over the limit of 1,999"):
+        render_chat_template(template, M, max_chars=1999)
+    slow = "{% for a in range(100000) %}{% for b in range(300) %}{% endfor %}{% endfor %}"
+    t0 = time.monotonic()
+    with pytest.raises(ChatTemplateError) as e:
+        render_chat_template(slow, M, seconds=0.05)
+    assert e.value.reason == "timeout" and time.monotonic() - t0 < 1.0
+
+
+def test_timeouts_in_threads_stop_only_their_own_render():
+    """A hostile render in one thread times out while renders in other threads finish."""
+    spin = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
+    results: dict[str, object] = {}
+
+    def hostile():
+        try:
+            render_chat_template(spin, M, seconds=0.3)
+        except ChatTemplateError as e:
+            results["hostile"] = e.reason
+
+    def friendly(i):
+        out = []
+        for _ in range(200):
+            out.append(render_chat_template("{{ messages[0].content }}", M, seconds=5))
+        results[f"friendly{i}"] = set(out)
+
+    threads = [threading.Thread(target=hostile)] + [
+        threading.Thread(target=friendly, args=(i,)) for i in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert results == {"hostile": "timeout", "friendly0": {"hi"}, "friendly1": {"hi"}}
+
+
+def test_helpers_as_transformers_gives_them(models):
+    _, tok = models["qwen"]
+    template = (
+        "{{ messages | tojson }}|{{ messages | tojson(indent=2, sort_keys=true) }}|"
+        '{{ {"é": "<b>"} | tojson(ensure_ascii=true, separators=(",", ":")) }}|'
+        "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}"
+        '{{ ns.n }}|{{ dict(a=1) | tojson }}|{{ dict.fromkeys(["a"], 0) | tojson }}|'
+        "{% for i in range(5) %}{% if i == 3 %}{% break %}{% endif %}{{ i }}{% endfor %}|"
+        "{% generation %}{{ messages[-1].content }}{% endgeneration %}"
+        "  \n{% if true %}\n  x\n{% endif %}\n"
+    )
+    messages = [{"role": "user", "content": "<b>é</b>", "name": None}]
+    ours = render_chat_template(template, messages)
+    assert ours == tok.apply_chat_template(messages, chat_template=template, tokenize=False)
