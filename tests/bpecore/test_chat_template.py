@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bpecore.chat import ChatCounter, count_messages, count_request, fits, trim_to_budget
 from bpecore.chat_template import (
     ChatTemplateError,
     apply_chat_template,
@@ -391,3 +392,89 @@ def test_helpers_as_transformers_gives_them(models):
     messages = [{"role": "user", "content": "<b>é</b>", "name": None}]
     ours = render_chat_template(template, messages)
     assert ours == tok.apply_chat_template(messages, chat_template=template, tokenize=False)
+
+
+# ------------------------------------------------------------------------------ chat counts
+def _reference_count(tok, messages, **kwargs):
+    kwargs.setdefault("add_generation_prompt", True)
+    return len(tok.apply_chat_template(messages, tokenize=True, return_dict=False, **kwargs))
+
+
+@HYP
+@given(messages=qwen_chat(), tool_defs=st.one_of(st.none(), tools))
+def test_hyp_count_messages_of_an_open_model(models, messages, tool_defs):
+    enc, tok = models["qwen"]
+    expected = _reference_count(tok, messages, tools=tool_defs)
+    assert count_messages(messages, model=enc, tools=tool_defs) == expected
+    r = count_request({"model": "qwen-7b", "messages": messages, "tools": tool_defs}, encoding=enc)
+    assert (r.total, r.exact, r.model, r.encoding) == (expected, True, "qwen-7b", enc.name)
+    assert fits({"messages": messages, "tools": tool_defs}, expected, encoding=enc)
+    assert not fits({"messages": messages, "tools": tool_defs}, expected - 1, encoding=enc)
+
+
+def test_count_request_template_fields(models):
+    enc, tok = models["qwen"]
+    messages = [{"role": "user", "content": "Hi"}]
+    for request, kwargs in [
+        ({"add_generation_prompt": False}, {"add_generation_prompt": False}),
+        ({"chat_template_kwargs": {"enable_thinking": False}}, {"enable_thinking": False}),
+        (
+            {"chat_template": "{{ messages[0].content }}!", "add_generation_prompt": False},
+            {"chat_template": "{{ messages[0].content }}!", "add_generation_prompt": False},
+        ),
+    ]:
+        got = count_request({"model": enc, "messages": messages, **request}).total
+        assert got == _reference_count(tok, messages, **kwargs)
+    last = [*messages, {"role": "assistant", "content": "Hel"}]
+    got = count_request({"messages": last, "continue_final_message": True}, encoding=enc).total
+    assert got == _reference_count(
+        tok, last, continue_final_message=True, add_generation_prompt=False
+    )
+    with pytest.raises(ValueError, match="chat_template_kwargs may not set"):
+        count_request({"messages": messages, "chat_template_kwargs": {"tools": []}}, encoding=enc)
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_chat_counter_of_an_open_model(models, style):
+    enc, tok = models[style]
+    history = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is the capital of France?"},
+        {"role": "assistant", "content": "Paris."},
+        {"role": "user", "content": "And of Italy?"},
+    ]
+    counter = ChatCounter(enc)
+    for i, message in enumerate(history, 1):
+        counter.add(message)
+        assert counter.total == _reference_count(tok, history[:i]), i
+    assert sum(counter.counts) == counter.total and counter.exact
+    assert counter.result().rules_version == "chat_template"
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_trim_to_budget_of_an_open_model(models, style):
+    enc, tok = models[style]
+    history = [{"role": "system", "content": "Be brief."}]
+    for i in range(6):
+        history += [
+            {"role": "user", "content": f"Question {i}: " + "tell me more about Paris " * (i + 1)},
+            {"role": "assistant", "content": f"Answer {i}: it is a city."},
+        ]
+    history.append({"role": "user", "content": "Last question?"})
+    whole = _reference_count(tok, history)
+    for budget in (whole, whole - 1, whole // 2, whole // 3, 60):
+        kept = trim_to_budget(history, budget, model=enc)
+        cost = _reference_count(tok, kept)
+        assert cost <= budget and kept[0] == history[0] and kept[-1] == history[-1]
+        if budget == whole:
+            assert kept == history
+            continue
+        first = kept[1]
+        original = next(m for m in history if m["content"].endswith(first["content"]))
+        assert first["role"] == "user" and kept[2:] == history[len(history) - len(kept) + 2 :]
+        if first["content"] != original["content"]:  # cut: one more character is over budget
+            k = len(original["content"]) - len(first["content"])
+            longer = [kept[0], {**first, "content": original["content"][k - 1 :]}, *kept[2:]]
+            assert _reference_count(tok, longer) > budget
+    with pytest.raises(ValueError, match="system messages alone"):
+        trim_to_budget(history, 0, model=enc)
