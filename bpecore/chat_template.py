@@ -553,6 +553,7 @@ def _cut_continued(rendered: str, continued: str) -> str:
 def render_chat_template(
     template: str,
     messages: Sequence[Mapping[str, Any]],
+    /,
     *,
     tools: Sequence[Mapping[str, Any]] | None = None,
     documents: Sequence[Mapping[str, Any]] | None = None,
@@ -685,6 +686,7 @@ def template_variables(enc: Any) -> dict[str, str]:
 def apply_chat_template(
     enc: Any,
     messages: Sequence[Mapping[str, Any]],
+    /,
     *,
     tools: Sequence[Mapping[str, Any]] | None = None,
     documents: Sequence[Mapping[str, Any]] | None = None,

@@ -478,3 +478,8 @@ def test_trim_to_budget_of_an_open_model(models, style):
             assert _reference_count(tok, longer) > budget
     with pytest.raises(ValueError, match="system messages alone"):
         trim_to_budget(history, 0, model=enc)
+
+
+def test_any_variable_name_reaches_the_template():
+    template = "{{ enc }}{{ template }}{{ bos_token }}"
+    assert render_chat_template(template, M, enc=1, template=2, bos_token="<s>") == "12<s>"
