@@ -1,6 +1,6 @@
 """Open models over HTTP, on a live server: /v1/chat/count and vLLM's /tokenize chat form render
-the model's chat template (equal to transformers' apply_chat_template), and hostile templates are
-422s with the template_<reason> type while the server keeps serving."""
+the model's chat template (equal to transformers' apply_chat_template where it is installed), and
+hostile templates are 422s with the template_<reason> type while the server keeps serving."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import json
 
 import httpx
 import pytest
-
-transformers = pytest.importorskip("transformers", reason="transformers is the reference renderer")
 
 ALIAS = "Qwen/Qwen2.5-7B-Instruct"
 MESSAGES = [
@@ -59,6 +57,8 @@ def server(start_server, chat_model_dirs):
 
 @pytest.fixture(scope="module")
 def reference(chat_model_dirs):
+    """The transformers tokenizers (skips where it is not installed: scripts/chat_reference.sh)."""
+    transformers = pytest.importorskip("transformers", reason="the reference renderer")
     return {
         f"{style}-chat": transformers.AutoTokenizer.from_pretrained(str(d))
         for style, d in chat_model_dirs.items()
