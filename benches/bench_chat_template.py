@@ -5,8 +5,9 @@ Writes a model directory (a byte-level BPE tokenizer.json trained on the English
 and the tests' Qwen-style chat template), then counts a conversation of 10, 100 and 1,000 turns
 (a system message, then user and assistant turns of ~15 words) with add_generation_prompt both
 ways: bpecore.count_messages(messages, model=enc) and len(tokenizer.apply_chat_template(...,
-tokenize=True)). Both must agree; the times are the best of --runs calls. Needs the test extra
-(transformers, tokenizers).
+tokenize=True)). Both must agree; the times are the best of --runs calls. Needs tokenizers (the
+test extra) and transformers, e.g. as scripts/chat_reference.sh installs it:
+PYTHONPATH=build/chat-reference:. python benches/bench_chat_template.py
 """
 
 from __future__ import annotations

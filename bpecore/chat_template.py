@@ -168,14 +168,82 @@ _WATCHDOG = _Watchdog()
 
 
 # ------------------------------------------------------------------------------ size limits
+#: Per formatting style: (its conversion specs, a spec that takes its width from the arguments).
+_FORMAT_SPECS = {
+    "printf": (
+        re.compile(r"%(?:\([^)]*\))?[#0\- +]*(?:\d+)?(?:\.\d*)?"),
+        re.compile(r"%[^a-zA-Z%]*\*"),
+    ),
+    "format": (re.compile(r"\{[^{}:]*:[^{}]*"), re.compile(r"\{[^{}]*\{")),
+    "strftime": (re.compile(r"%[-_0^#]*\d+"), re.compile(r"(?!)")),
+}
+_CONTAINERS = (list, tuple, dict)
+#: The text of a number, a boolean or None, counted generously.
+_SCALAR = 8
+
+
+def _weights(roots: Sequence[Any]) -> dict[int, int]:
+    """The text weight (``_Budget.weight``) of every container in the inputs, by id: they stay
+    alive during the render, so a template walking ``messages`` again costs one lookup."""
+    out: dict[int, int] = {}
+    stack = [(r, False) for r in roots if isinstance(r, _CONTAINERS)]
+    while stack:
+        value, children_done = stack.pop()
+        if id(value) in out:
+            continue
+        items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+        if not children_done:
+            stack.append((value, True))
+            stack.extend((c, False) for c in items if isinstance(c, _CONTAINERS))
+            continue
+        out[id(value)] = 2 + sum(
+            out[id(c)]
+            if isinstance(c, _CONTAINERS)
+            else len(c) + 2
+            if isinstance(c, str)
+            else _SCALAR
+            for c in items
+        )
+    return out
+
+
 class _Budget:
     """The limits of the render in progress (one per thread, in a ContextVar)."""
 
-    __slots__ = ("max_chars", "depth")
+    __slots__ = ("max_chars", "depth", "known")
 
-    def __init__(self, max_chars: int) -> None:
+    def __init__(self, max_chars: int, known: dict[int, int] | None = None) -> None:
         self.max_chars = max_chars
         self.depth = 0
+        self.known = known or {}
+
+    def weight(self, value: Any) -> int:
+        """About the length of ``value``'s text (``str()``, ``tojson``): a string's length, a
+        container's elements' weights (walked until past the limit; inputs looked up)."""
+        if isinstance(value, str):
+            return len(value)
+        if not isinstance(value, _CONTAINERS):
+            return _SCALAR
+        known, limit = self.known, self.max_chars
+        total, stack = 0, [value]
+        while stack and total <= limit:
+            v = stack.pop()
+            if isinstance(v, str):
+                total += len(v) + 2
+            elif isinstance(v, _CONTAINERS):
+                w = known.get(id(v))
+                if w is not None:
+                    total += w
+                elif isinstance(v, dict):
+                    total += 2
+                    stack.extend(v.keys())
+                    stack.extend(v.values())
+                else:
+                    total += 2
+                    stack.extend(v)
+            else:
+                total += _SCALAR
+        return total
 
     def over(self, what: str, size: int) -> ChatTemplateError:
         return ChatTemplateError(
@@ -185,19 +253,30 @@ class _Budget:
         )
 
     def check(self, value: Any, what: str = "value") -> Any:
-        if isinstance(value, (str, list, tuple, dict)) and len(value) > self.max_chars:
-            raise self.over(what, len(value))
+        """``value``, unless its text would pass the limit (a container by its elements)."""
+        if isinstance(value, str):
+            if len(value) > self.max_chars:
+                raise self.over(what, len(value))
+        elif isinstance(value, _CONTAINERS):
+            weight = self.weight(value)
+            if weight > self.max_chars:
+                raise self.over(what, weight)
         return value
 
     def check_size(self, size: int, what: str) -> None:
         if size > self.max_chars:
             raise self.over(what, size)
 
-    def check_digits(self, fmt: str, args: Any) -> None:
-        """Formatting with ``fmt``: no width or precision over the limit, in it or from ``args``."""
-        for digits in re.findall(r"\d+", fmt):
-            if len(digits) > 18 or int(digits) > self.max_chars:
-                raise self.over("format width", int(digits[:19]))
+    def check_digits(self, fmt: str, args: Any, style: str = "printf") -> None:
+        """Formatting with ``fmt`` (``printf``: ``%``; ``format``: ``str.format``; ``strftime``):
+        no width or precision over the limit, written in it or taken from ``args``."""
+        spec, from_args = _FORMAT_SPECS[style]
+        for match in spec.finditer(fmt):
+            for digits in re.findall(r"\d+", match.group(0)):
+                if len(digits) > 18 or int(digits) > self.max_chars:
+                    raise self.over("format width", int(digits[:19]))
+        if not from_args.search(fmt):
+            return
         values = args.values() if isinstance(args, Mapping) else args
         if not isinstance(values, (tuple, list)) and not isinstance(args, Mapping):
             values = (values,)
@@ -246,10 +325,26 @@ def _check_str_method(budget: _Budget, s: str, name: str, args: tuple, kwargs: d
         if size is not None:
             budget.check_size(size, "str.join result")
     elif name in ("format", "format_map"):
-        budget.check_digits(s, kwargs or (args[0] if name == "format_map" and args else args))
+        values = kwargs or (args[0] if name == "format_map" and args else args)
+        budget.check_digits(s, values, "format")
 
 
 # ------------------------------------------------------------------------------ environment
+#: Filters that turn their input into text (a container: its whole text).
+_STRINGIFYING = frozenset(
+    "string tojson pprint join trim upper lower title capitalize center indent wordwrap truncate "
+    "replace format striptags urlize escape e forceescape urlencode safe wordcount".split()
+)
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ value }}`` passes here before it becomes text: a container is weighed first."""
+    budget = _BUDGET.get()  # None when Jinja folds a constant while compiling
+    if budget is not None and isinstance(value, _CONTAINERS):
+        budget.check(value, "printed value")
+    return value
+
+
 def _filter_checks(budget: _Budget, name: str, args: tuple, kwargs: dict) -> None:
     """Refuse a filter call whose result would pass the limit, before it allocates."""
 
@@ -257,6 +352,8 @@ def _filter_checks(budget: _Budget, name: str, args: tuple, kwargs: dict) -> Non
         return args[i] if len(args) > i else kwargs.get(key, default)
 
     value = args[0] if args else None
+    if name in _STRINGIFYING and isinstance(value, _CONTAINERS):
+        budget.check(value, f"{name} input")
     if name == "center":
         width = arg(1, "width", 80)
         if isinstance(width, int):
@@ -315,7 +412,7 @@ def _raise_exception(message: Any) -> None:
 
 
 def _strftime_now(fmt: str) -> str:
-    _budget().check_digits(str(fmt), ())
+    _budget().check_digits(str(fmt), (), "strftime")
     return datetime.now().strftime(fmt)
 
 
@@ -377,12 +474,20 @@ def _environment():
             return dict.fromkeys(*args, **kwargs)
 
     class Generator(jinja2.compiler.CodeGenerator):
-        """Compiles ``a ~ b`` to a size-checked join (the one string operator not intercepted)."""
+        """Compiles ``a ~ b`` to a size-checked join (the one string operator not intercepted):
+        containers weighed before ``str()``, the result after."""
 
         def visit_Concat(self, node, frame):
-            self.write("environment.checked(")
-            super().visit_Concat(node, frame)
-            self.write(")")
+            if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:  # Markup joins: as Jinja
+                self.write("environment.checked(")
+                super().visit_Concat(node, frame)
+                self.write(")")
+                return
+            self.write("environment.joined((")
+            for arg in node.nodes:
+                self.visit(arg, frame)
+                self.write(", ")
+            self.write("))")
 
     class Sandbox(ImmutableSandboxedEnvironment):
         intercepted_binops = frozenset({"+", "*", "**", "%"})
@@ -397,12 +502,21 @@ def _environment():
         def checked(value):
             return _budget().check(value, "concatenation")
 
+        @staticmethod
+        def joined(parts):
+            """Jinja's ``str_join`` (``"".join(map(str, parts))``), weighed first."""
+            budget = _budget()
+            for part in parts:
+                if isinstance(part, _CONTAINERS):
+                    budget.check(part, "concatenated value")
+            return budget.check("".join(map(str, parts)), "concatenation")
+
         def call_binop(self, context, operator, left, right):
             budget = _budget()
             if operator == "*":
                 for seq, n in ((left, right), (right, left)):
                     if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
-                        budget.check_size(len(seq) * n, "repetition")
+                        budget.check_size(budget.weight(seq) * n, "repetition")
             elif operator == "**":
                 if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:
                     if right * math.log2(abs(left)) > _MAX_POWER_BITS:
@@ -442,6 +556,7 @@ def _environment():
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=[Generation, jinja2.ext.loopcontrols],
+        finalize=_finalize,
     )
     env.filters["tojson"] = _tojson
     for name, fn in list(env.filters.items()):
@@ -594,7 +709,7 @@ def render_chat_template(
             _chars(chat) + _chars(tools) + _chars(documents) + _chars(variables)
         )
     compiled = _compile(template)
-    budget = _Budget(max_chars)
+    budget = _Budget(max_chars, _weights([chat, tools, documents, variables]))
     context = {
         **variables,
         "messages": chat,

@@ -84,6 +84,17 @@ HOSTILE = {
     "lipsum": ("{{ lipsum(10 ** 9) }}", "output_size"),
     "strftime width": ('{{ strftime_now("%1000000000Y") }}', "output_size"),
     "long output": ('{% for i in range(100000) %}{{ "x" * 1000 }}{% endfor %}', "output_size"),
+    # huge texts of containers: a list or dict printed, joined, serialized or concatenated
+    "list repetition": ('{% set s = "x" * 900000 %}{{ [s] * 1000000 }}', "output_size"),
+    "dict of refs": (
+        '{% set s = "x" * 900000 %}{{ dict.fromkeys(range(100000), s) }}',
+        "output_size",
+    ),
+    "printed list": ('{% set s = "x" * 500000 %}{% set l = [s, s, s] %}{{ l }}', "output_size"),
+    "concatenated list": ('{% set s = "x" * 500000 %}{{ "a" ~ [s, s, s] }}', "output_size"),
+    "serialized list": ('{% set s = "x" * 500000 %}{{ [s, s, s] | tojson }}', "output_size"),
+    "nested lists": ('{% set s = "x" * 300000 %}{{ [[s, s], [s, s]] | string }}', "output_size"),
+    "format filter width": ('{{ "%1000000000d" | format(1) }}', "output_size"),
     # ordinary failures
     "raise_exception": ('{{ raise_exception("no system messages") }}', "raised"),
     "syntax": ("{% for %}", "syntax"),
@@ -143,6 +154,38 @@ def test_timeouts_in_threads_stop_only_their_own_render():
     for t in threads:
         t.join(10)
     assert results == {"hostile": "timeout", "friendly0": {"hi"}, "friendly1": {"hi"}}
+
+
+def test_big_numbers_in_plain_text_are_not_widths():
+    """Only the width of a conversion spec is bounded, not any number in a formatted text."""
+    template = (
+        '{{ "order 12345678901: %s" % 5 }} {{ "id 98765432101 {}".format(7) }} '
+        '{{ strftime_now("2099999999 %Y")[:10] }} {{ "%d" % 123456789012 }}'
+    )
+    assert (
+        render_chat_template(template, M)
+        == "order 12345678901: 5 id 98765432101 7 2099999999 123456789012"
+    )
+
+
+def test_walking_the_inputs_stays_cheap():
+    """Containers of the inputs are weighed once: a template that hands the whole history to a
+    filter at every message costs about what plain Jinja costs (not a walk of it per call)."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    messages = [{"role": "user", "content": "hello " * 20} for _ in range(600)]
+    template = (
+        "{% for m in messages %}{{ messages | selectattr('role', 'equalto', 'user') | list "
+        "| length }}{% endfor %}"
+    )
+    plain = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    compiled = plain.from_string(template)
+    t0 = time.perf_counter()
+    expected = compiled.render(messages=messages)
+    t_plain = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    assert render_chat_template(template, messages, seconds=60) == expected
+    assert time.perf_counter() - t0 < 4 * t_plain + 0.5
 
 
 def test_any_variable_name_reaches_the_template():
