@@ -819,6 +819,8 @@ def apply_chat_template(
     ``chat_template`` is a template or the name of one of the model's templates; ``kwargs`` go to
     the template as variables and override the special-token ones.
     """
+    if not messages:
+        raise ValueError("cannot apply a chat template to an empty conversation")
     template = _select(enc, chat_template, tools)
     text = render_chat_template(
         template,

@@ -266,6 +266,8 @@ def test_open_model_counts_are_consistent(encodings, style):
         ]
     history.append({"role": "user", "content": "Last?"})
     whole = count_messages(history, model=enc)
+    with pytest.raises(ValueError, match="empty conversation"):  # as transformers refuses it
+        count_messages([], model=enc)
     counter = ChatCounter(enc)
     counter.extend(history)
     assert counter.total == whole == sum(counter.counts)

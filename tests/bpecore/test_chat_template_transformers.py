@@ -17,7 +17,9 @@ from bpecore.chat import ChatCounter, count_messages, count_request, fits, trim_
 from bpecore.chat_template import ChatTemplateError, apply_chat_template, render_chat_template
 from bpecore.pretrained import from_pretrained
 
-transformers = pytest.importorskip("transformers", reason="transformers is the reference renderer")
+transformers = pytest.importorskip(
+    "transformers", reason="transformers is the reference renderer", exc_type=ImportError
+)
 
 STYLES = ("llama3", "qwen", "mistral")
 

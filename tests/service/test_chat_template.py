@@ -58,7 +58,9 @@ def server(start_server, chat_model_dirs):
 @pytest.fixture(scope="module")
 def reference(chat_model_dirs):
     """The transformers tokenizers (skips where it is not installed: scripts/chat_reference.sh)."""
-    transformers = pytest.importorskip("transformers", reason="the reference renderer")
+    transformers = pytest.importorskip(
+        "transformers", reason="the reference renderer", exc_type=ImportError
+    )
     return {
         f"{style}-chat": transformers.AutoTokenizer.from_pretrained(str(d))
         for style, d in chat_model_dirs.items()
