@@ -580,6 +580,8 @@ def _compile(template: str):
         ) from None
     except RecursionError:
         raise ChatTemplateError("syntax", "chat template nests too deeply to parse") from None
+    except (SyntaxError, MemoryError, ValueError, OverflowError) as e:  # Python's own compile
+        raise ChatTemplateError("syntax", f"chat template does not compile: {e}") from None
 
 
 # ------------------------------------------------------------------------------ inputs
@@ -708,7 +710,6 @@ def render_chat_template(
         max_chars = _BASE_CHARS + _INPUT_FACTOR * (
             _chars(chat) + _chars(tools) + _chars(documents) + _chars(variables)
         )
-    compiled = _compile(template)
     budget = _Budget(max_chars, _weights([chat, tools, documents, variables]))
     context = {
         **variables,
@@ -717,13 +718,14 @@ def render_chat_template(
         "documents": documents,
         "add_generation_prompt": add_generation_prompt,
     }
-    rendered = _bounded(compiled, context, budget, seconds)
+    rendered = _bounded(template, context, budget, seconds)
     if continued is not None:
         rendered = _cut_continued(rendered, continued)
     return rendered
 
 
-def _bounded(compiled, context: dict[str, Any], budget: _Budget, seconds: float) -> str:
+def _bounded(template: str, context: dict[str, Any], budget: _Budget, seconds: float) -> str:
+    """Compile (cached) and render ``template`` within the limits; the time limit covers both."""
     from jinja2.exceptions import SecurityError, TemplateError
 
     reset = _BUDGET.set(budget)
@@ -732,7 +734,7 @@ def _bounded(compiled, context: dict[str, Any], budget: _Budget, seconds: float)
         try:
             parts: list[str] = []
             size = 0
-            for piece in compiled.generate(**context):
+            for piece in _compile(template).generate(**context):
                 size += len(piece)
                 if size > budget.max_chars:
                     raise budget.over("output", size)

@@ -98,6 +98,8 @@ HOSTILE = {
     # ordinary failures
     "raise_exception": ('{{ raise_exception("no system messages") }}', "raised"),
     "syntax": ("{% for %}", "syntax"),
+    "nested past Python's limit": ("{% for a in messages %}" * 30 + "{% endfor %}" * 30, "syntax"),
+    "nested past the parser's": ("{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}", "syntax"),
     "undefined": ("{{ foo.bar }}", "error"),
 }
 
