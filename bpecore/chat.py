@@ -19,6 +19,26 @@ Every constant is in ``CHAT_RULES``, versioned by ``CHAT_RULES["version"]``.
 
 ``gpt-oss-*`` requests are exact: rendered in the harmony format and counted with o200k_harmony
 (``bpecore.harmony``), checked against the ``openai-harmony`` package's renderer.
+
+Open models are exact too: pass the encoding of a model directory (``from_pretrained``, which
+keeps its ``chat_template``) as the model, and the request is rendered with the model's own chat
+template as `transformers` renders it and encoded with its special tokens parsed
+(``bpecore.chat_template``; checked against ``apply_chat_template(..., tokenize=True)``)::
+
+    enc = bpecore.from_pretrained("models/Qwen2.5-7B-Instruct")
+    count_messages(messages, model=enc, tools=tools)     # what the model is fed, reply header included
+    count_request({"messages": messages, "add_generation_prompt": False}, encoding=enc)
+
+The request fields a template sees: ``messages``, ``tools``, ``documents``,
+``add_generation_prompt`` (default true here: the prompt a chat completion sends),
+``continue_final_message``, ``chat_template`` (a template, or the name of one of the model's) and
+``chat_template_kwargs`` (more template variables, e.g. ``enable_thinking``). A template renders
+the conversation as a whole, so ``ChatCount.messages`` is empty; ``ChatCounter`` re-renders on
+each ``add`` (its per-message counts are what each message added to the rendered prompt);
+``trim_to_budget`` drops whole turns (a user message and what follows it, which keeps
+alternating templates valid) and cuts the oldest kept turn's first message to fit. Rendering is
+bounded in time and output size; a template that fails or passes a limit raises
+``ChatTemplateError`` (a ``ValueError``) with its ``reason``.
 """
 
 from __future__ import annotations
@@ -28,12 +48,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bpecore.chat_template import ChatTemplateError, apply_chat_template
 from bpecore.harmony import typescript
 from bpecore.images import image_size, patch_count, tile_count
 
 __all__ = [
     "CHAT_RULES",
     "ChatCount",
+    "ChatTemplateError",
     "ChatCounter",
     "count_messages",
     "count_request",
@@ -194,6 +216,12 @@ class ChatCounter:
     ``add(message)`` costs time proportional to that message, not to the history: the per-message
     rules are additive, and the only state carried is the name of each tool call by id.
 
+    ``model`` may be an open model's encoding (``from_pretrained``): each ``add`` then renders the
+    model's chat template over the whole history (a template sees the conversation as a whole),
+    and ``template_options`` are the template's request fields (``documents``,
+    ``add_generation_prompt``, ``chat_template``, ``chat_template_kwargs``, ``seconds``,
+    ``max_chars``).
+
     >>> c = ChatCounter("gpt-4o")
     >>> c.add({"role": "user", "content": "Hello!"}), c.total
     (6, 9)
@@ -201,14 +229,19 @@ class ChatCounter:
 
     def __init__(
         self,
-        model: str = "gpt-4o",
+        model: str | Any = "gpt-4o",
         tools: Iterable[Mapping[str, Any]] | None = None,
         *,
         tool_choice: Any = None,
         response_format: Mapping[str, Any] | None = None,
+        template_options: Mapping[str, Any] | None = None,
     ) -> None:
         from bpecore.registry import get_encoding
 
+        self._template: dict[str, Any] | None = None
+        if not isinstance(model, str):
+            self._init_template(model, tools, template_options or {})
+            return
         if model.startswith("gpt-oss"):
             raise ValueError(
                 "gpt-oss requests are counted whole by count_request: the harmony format drops "
@@ -217,6 +250,7 @@ class ChatCounter:
         self.model = model
         self._fam, published = _family(model)
         self._enc = get_encoding(self._fam.encoding)
+        self._encoding_name = self._fam.encoding
         self._reasons: dict[str, None] = {}
         if not published:
             self._note(f"{model}: overheads not published (gpt-4o's used)")
@@ -232,6 +266,21 @@ class ChatCounter:
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"malformed tool definition ({type(e).__name__}: {e})") from None
         self.priming = self._fam.reply_priming
+
+    def _init_template(self, enc: Any, tools: Any, options: Mapping[str, Any]) -> None:
+        if not callable(getattr(enc, "encode", None)):
+            raise ValueError(f"model must be a model name or an encoding, got {enc!r}")
+        self.model = enc.name
+        self._enc = enc
+        self._encoding_name = enc.name
+        self._reasons = {}
+        self._call_names = {}
+        self.counts = []
+        self._messages_total = 0
+        self.tools_tokens = 0
+        self.priming = 0
+        self._history: list[Mapping[str, Any]] = []
+        self._template = _template_options({**options, "tools": tools})
 
     # -- public
     @property
@@ -251,6 +300,17 @@ class ChatCounter:
         """Count ``message`` into the request; returns that message's tokens."""
         if not isinstance(message, Mapping):
             raise ValueError(f"a message must be an object, got {type(message).__name__}")
+        if self._template is not None:
+            self._history.append(message)
+            try:
+                total = len(apply_chat_template(self._enc, self._history, **self._template))
+            except ValueError:
+                self._history.pop()
+                raise
+            n = total - self._messages_total
+            self.counts.append(n)
+            self._messages_total = total
+            return n
         n = self._message(message)
         self.counts.append(n)
         self._messages_total += n
@@ -271,7 +331,8 @@ class ChatCounter:
             exact=self.exact,
             estimated=self.estimated,
             model=self.model,
-            encoding=self._fam.encoding,
+            encoding=self._encoding_name,
+            rules_version="chat_template" if self._template is not None else CHAT_RULES["version"],
         )
 
     # -- parts
@@ -519,7 +580,58 @@ def _count_harmony(request: Mapping[str, Any]) -> ChatCount:
     )
 
 
-def count_request(request: Mapping[str, Any]) -> ChatCount:
+_TEMPLATE_FIELDS = (
+    "tools",
+    "documents",
+    "add_generation_prompt",
+    "continue_final_message",
+    "chat_template",
+    "seconds",
+    "max_chars",
+)
+
+
+def _template_options(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``apply_chat_template`` keywords from a request's template fields (see the docstring)."""
+    options = {k: request[k] for k in _TEMPLATE_FIELDS if request.get(k) is not None}
+    options.setdefault("add_generation_prompt", not options.get("continue_final_message"))
+    extra = request.get("chat_template_kwargs") or {}
+    if not isinstance(extra, Mapping):
+        raise ValueError("chat_template_kwargs must be an object")
+    clash = sorted(set(extra) & {"messages", *_TEMPLATE_FIELDS, "tokenize"})
+    if clash:
+        raise ValueError(f"chat_template_kwargs may not set {clash}")
+    return {**options, **extra}
+
+
+def _count_template(request: Mapping[str, Any], enc: Any) -> ChatCount:
+    """A request rendered with the encoding's chat template, counted exactly."""
+    ids = apply_chat_template(
+        enc, list(request.get("messages") or ()), **_template_options(request)
+    )
+    model = request.get("model")
+    return ChatCount(
+        total=len(ids),
+        messages=(),
+        tools=0,
+        priming=0,
+        exact=True,
+        estimated=(),
+        model=model if isinstance(model, str) else enc.name,
+        encoding=enc.name,
+        rules_version="chat_template",
+    )
+
+
+def _open_model(request: Mapping[str, Any], encoding: Any) -> Any:
+    """The encoding whose chat template renders ``request``, or None (an OpenAI model)."""
+    if encoding is not None:
+        return encoding
+    model = request.get("model")
+    return None if model is None or isinstance(model, str) else model
+
+
+def count_request(request: Mapping[str, Any], encoding: Any = None) -> ChatCount:
     """Prompt tokens of a whole OpenAI chat request body, part by part.
 
     Reads ``model`` (default gpt-4o), ``messages``, ``tools`` (or legacy ``functions``),
@@ -527,9 +639,15 @@ def count_request(request: Mapping[str, Any]) -> ChatCount:
     do not reach the prompt and are ignored. ``ValueError`` for an unknown model, a remote image
     without width and height, audio input, or a malformed part.
 
+    With ``encoding`` (or an encoding as ``model``), the request is an open model's: rendered
+    with its chat template and counted exactly (the template fields of the module docstring).
+
     >>> count_request({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hello!"}]}).total
     9
     """
+    enc = _open_model(request, encoding)
+    if enc is not None:
+        return _count_template(request, enc)
     if str(request.get("model") or "").startswith("gpt-oss"):
         return _count_harmony(request)
     counter = _counter(request)
@@ -539,13 +657,15 @@ def count_request(request: Mapping[str, Any]) -> ChatCount:
 
 def count_messages(
     messages: Iterable[Mapping[str, Any]],
-    model: str = "gpt-4o",
+    model: str | Any = "gpt-4o",
     tools: Iterable[Mapping[str, Any]] | None = None,
 ) -> int:
     """Prompt tokens of a chat request's messages (and tools) for ``model``.
 
     The total of ``count_request({"model": model, "messages": messages, "tools": tools})``;
     that function also says whether the count is exact and gives the per-message breakdown.
+    ``model`` may be an open model's encoding: its chat template renders the request, reply
+    header included.
 
     >>> count_messages([{"role": "user", "content": "Hello!"}], model="gpt-4o")
     9
@@ -553,8 +673,14 @@ def count_messages(
     return count_request({"model": model, "messages": list(messages), "tools": tools}).total
 
 
-def fits(request: Mapping[str, Any], budget: int) -> bool:
-    """Whether the request's prompt is at most ``budget`` tokens; stops counting once over."""
+def fits(request: Mapping[str, Any], budget: int, encoding: Any = None) -> bool:
+    """Whether the request's prompt is at most ``budget`` tokens; stops counting once over.
+
+    An open model's request (``encoding``, or an encoding as ``model``) is rendered once, whole.
+    """
+    enc = _open_model(request, encoding)
+    if enc is not None:
+        return _count_template(request, enc).total <= budget
     counter = _counter(request)
     if counter.total > budget:
         return False
@@ -580,10 +706,11 @@ def _cuttable(message: Mapping[str, Any]) -> bool:
 def trim_to_budget(
     messages: Iterable[Mapping[str, Any]],
     budget: int,
-    model: str = "gpt-4o",
+    model: str | Any = "gpt-4o",
     *,
     tools: Iterable[Mapping[str, Any]] | None = None,
     keep: str = "tail",
+    template_options: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The newest messages that fit in ``budget`` tokens, the oldest kept one cut to fit.
 
@@ -592,10 +719,17 @@ def trim_to_budget(
     The oldest message that does not fit whole, if its content is text, keeps the longest tail
     that fits (``Encoding.split_at_end``), so the request uses the budget exactly. ``ValueError``
     when the pinned messages and tools alone exceed the budget.
+
+    For an open model's encoding, the chat template renders every candidate (see the module
+    docstring): whole turns are dropped, oldest first, then the newest dropped turn comes back
+    with its first message cut to the longest tail that fits, if any does.
     """
     if keep != "tail":
         raise ValueError(f"keep must be 'tail' (drop the oldest turns), got {keep!r}")
     messages = [dict(m) for m in messages]
+    if not isinstance(model, str):
+        options = _template_options({**(template_options or {}), "tools": tools})
+        return _trim_template(messages, budget, model, options)
     counter = ChatCounter(model, tools)
     counter.extend(messages)
     costs = counter.counts
@@ -640,3 +774,69 @@ def _is_call_unit(messages: list[dict[str, Any]], unit: list[int]) -> bool:
     return head.get("role") == "assistant" and bool(
         head.get("tool_calls") or head.get("function_call")
     )
+
+
+def _trim_template(
+    messages: list[dict[str, Any]], budget: int, enc: Any, options: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """``trim_to_budget`` for an open model: every candidate rendered with its chat template."""
+
+    def cost(kept: list[dict[str, Any]]) -> int:
+        return len(apply_chat_template(enc, kept, **options)) if kept else 0
+
+    if cost(messages) <= budget:
+        return messages
+    pinned = [m for m in messages if m.get("role") in _PINNED]
+    turns: list[list[dict[str, Any]]] = []
+    for m in messages:
+        if m.get("role") in _PINNED:
+            continue
+        if not turns or (
+            m.get("role") == "user" and any(x.get("role") == "user" for x in turns[-1])
+        ):
+            turns.append([m])
+        else:
+            turns[-1].append(m)
+
+    pinned_ids = {id(m) for m in pinned}
+
+    def keeping(first: int, cut: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        kept = {id(m) for turn in turns[first:] for m in turn} | pinned_ids
+        return [
+            cut if cut is not None and m is turns[first][0] else m
+            for m in messages
+            if id(m) in kept
+        ]
+
+    # the fewest oldest turns dropped (renders grow with what they keep)
+    lo, hi = 1, len(turns)
+    if not turns or cost(keeping(hi)) > budget:
+        raise ValueError(f"the system messages alone need more than {budget} tokens")
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cost(keeping(mid)) <= budget:
+            hi = mid
+        else:
+            lo = mid + 1
+    dropped = turns[lo - 1]
+    first = dropped[0]
+    if not _cuttable(first):
+        return keeping(lo)
+    text = first["content"]
+
+    def with_tail(k: int) -> list[dict[str, Any]]:
+        return keeping(lo - 1, {**first, "content": text[k:]})
+
+    if cost(with_tail(len(text))) > budget:
+        return keeping(lo)
+    # the smallest cut that fits (the count falls as the cut moves right)
+    a, b = 0, len(text)
+    while a < b:
+        mid = (a + b) // 2
+        if cost(with_tail(mid)) <= budget:
+            b = mid
+        else:
+            a = mid + 1
+    if a >= len(text):
+        return keeping(lo)
+    return with_tail(a)

@@ -13,7 +13,8 @@ Nothing is downloaded. The files read, in this order:
 The encoding keeps what the chat and serving layers need: ``chat_template`` (a string, or
 ``{name: template}`` when the model has several; from ``tokenizer_config.json``,
 ``chat_template.jinja`` or ``chat_template.json``), ``bos_token`` and ``eos_token`` (strings or
-None), and ``max_model_len`` (``config.json``'s ``max_position_embeddings``, else the tokenizer's
+None), ``chat_template_tokens`` (every named special token the template sees: ``bos_token``,
+``pad_token``, any other ``*_token`` and the named ``extra_special_tokens``), and ``max_model_len`` (``config.json``'s ``max_position_embeddings``, else the tokenizer's
 ``model_max_length`` when it is a real length, else None).
 """
 
@@ -66,6 +67,20 @@ def _token_text(value: Any) -> str | None:
     if isinstance(value, dict):
         value = value.get("content")
     return value if isinstance(value, str) else None
+
+
+def _template_tokens(config: dict) -> dict[str, str]:
+    """The named special tokens `transformers` passes to a chat template, from the config."""
+    out = {}
+    for key, value in config.items():
+        if key.endswith("_token") and _token_text(value) is not None:
+            out[key] = _token_text(value)
+    extra = config.get("extra_special_tokens")
+    if isinstance(extra, dict):
+        for key, value in extra.items():
+            if isinstance(key, str) and _token_text(value) is not None:
+                out[key] = _token_text(value)
+    return out
 
 
 def _chat_template(directory: str, config: dict) -> str | dict[str, str] | None:
@@ -166,6 +181,7 @@ def from_pretrained(path: str | os.PathLike, *, name: str | None = None) -> Enco
     enc.chat_template = _chat_template(directory, config)
     enc.bos_token = _token_text(config.get("bos_token"))
     enc.eos_token = _token_text(config.get("eos_token"))
+    enc.chat_template_tokens = _template_tokens(config)
     enc.max_model_len = _max_model_len(directory, config)
     _pickle_as_reload(enc, from_pretrained, path, name=name)
     return enc

@@ -111,6 +111,17 @@ class Settings(BaseSettings):
         "count(text) / (max_tokens - overlap) before chunking.",
     )
     max_encodings: int = Field(default=8, description="Most encodings in one /v1/count request.")
+    chat_template_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="Longest an open model's chat template may render (422 template_timeout after).",
+    )
+    chat_template_max_chars: int | None = Field(
+        default=None,
+        gt=0,
+        description="Longest text a chat template may build or output (422 template_output_size "
+        "above); default 1,000,000 plus 8 times the characters of the request.",
+    )
     max_streams: int = Field(
         default=256, description="Most WebSocket streams open at once (429 above)."
     )

@@ -414,7 +414,9 @@ class ChatCountRequest(Request):
     messages: list[ChatMessage] = Field(description="OpenAI chat messages.")
     model: str = Field(
         default="gpt-4o",
-        description="Model whose message overheads, image rules and encoding apply.",
+        description="Model whose message overheads, image rules and encoding apply, or a loaded "
+        "encoding (or alias) with a chat template: an open model, whose template renders the "
+        "request.",
     )
     tools: list[dict[str, Any]] | None = Field(
         default=None, description="OpenAI tool (function) definitions."
@@ -435,26 +437,53 @@ class ChatCountRequest(Request):
     reasoning_effort: Literal["low", "medium", "high"] | None = Field(
         default=None, description="gpt-oss: the harmony system message's reasoning effort."
     )
+    add_generation_prompt: bool | None = Field(
+        default=None,
+        description="Open models: end the prompt with the assistant's header (default true, "
+        "false with continue_final_message).",
+    )
+    continue_final_message: bool = Field(
+        default=False,
+        description="Open models: leave the last message open, for the model to continue it.",
+    )
+    chat_template: str | None = Field(
+        default=None,
+        description="Open models: a chat template, or the name of one of the model's, to use "
+        "instead of its default.",
+    )
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        default=None,
+        description="Open models: more template variables (e.g. enable_thinking).",
+    )
+    documents: list[dict[str, Any]] | None = Field(
+        default=None, description="Open models: documents for templates that render them (RAG)."
+    )
 
 
 class ChatCountResponse(Response):
     model: str = Field(description="The model counted for.")
     count: int = Field(description="Prompt tokens the request costs, overheads included.")
     exact: bool = Field(
-        description="True when every part was counted by a rule OpenAI publishes; false for an "
-        "estimate (see estimated)."
+        description="True when every part was counted by a rule OpenAI publishes, or by the "
+        "model's own chat template; false for an estimate (see estimated)."
     )
     estimated: list[str] = Field(
         description="Which parts were estimated, and how (empty if exact)."
     )
-    messages: list[int] = Field(description="Tokens of each message, its overheads included.")
+    messages: list[int] = Field(
+        description="Tokens of each message, its overheads included (empty for an open model: "
+        "its template renders the conversation as a whole)."
+    )
     tools: int = Field(
         description="Tokens of the tool definitions, tool_choice and response_format."
     )
     priming: int = Field(
         description="Tokens priming the reply (count = messages + tools + priming)."
     )
-    rules_version: str = Field(description="Version of the table of counting constants used.")
+    rules_version: str = Field(
+        description="Version of the table of counting constants used ('chat_template' for an "
+        "open model)."
+    )
 
 
 # ----------------------------------------------------------------------------------- encodings
@@ -495,6 +524,55 @@ class VllmTokenizeRequest(Request):
     )
     return_token_strs: bool | None = Field(
         default=False, description="Also return each token's text."
+    )
+
+
+class VllmTokenizeChatRequest(Request):
+    # An open model's own template is used when "chat_template" is absent; the example gives one,
+    # so it works whatever encoding the server serves by default.
+    model_config = _example(
+        {
+            "messages": [{"role": "user", "content": "Hello!"}],
+            "add_generation_prompt": True,
+            "chat_template": "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n"
+            "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}",
+        }
+    )
+
+    model: str | None = Field(
+        default=None,
+        description="Encoding (or alias) of an open model, with a chat template (default: the "
+        "server's default encoding).",
+    )
+    messages: list[dict[str, Any]] = Field(
+        description="Chat messages, as vLLM takes them: role, content (a string, or text parts, "
+        "joined with newlines), tool_calls (JSON-string arguments are parsed), tool_call_id, "
+        "reasoning, ..."
+    )
+    add_generation_prompt: bool = Field(
+        default=True, description="End the prompt with the assistant's header."
+    )
+    continue_final_message: bool = Field(
+        default=False,
+        description="Leave the last message open, for the model to continue it (not with "
+        "add_generation_prompt).",
+    )
+    add_special_tokens: bool = Field(
+        default=False,
+        description="Must stay false: the template writes the model's special tokens (true would "
+        "add the tokenizer's BOS again, which bpecore does not model).",
+    )
+    return_token_strs: bool | None = Field(
+        default=False, description="Also return each token's text."
+    )
+    chat_template: str | None = Field(
+        default=None, description="A chat template, or the name of one of the model's."
+    )
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        default=None, description="More template variables (e.g. enable_thinking)."
+    )
+    tools: list[dict[str, Any]] | None = Field(
+        default=None, description="Tool definitions the template renders."
     )
 
 

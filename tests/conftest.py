@@ -165,3 +165,199 @@ def exact_encoding(name: str) -> bpecore.Encoding:
         else:
             _EXACT_ENCODINGS[name] = bpecore.get_encoding(name)
     return _EXACT_ENCODINGS[name]
+
+
+# ------------------------------------------------------------------------------ chat templates
+# Three prompt formats in the styles of Llama 3, Qwen and Mistral models (written for these tests):
+# tools, tool calls and results, reasoning, special tokens, trim and tojson, raise_exception.
+LLAMA3_STYLE_TEMPLATE = """{{- bos_token }}
+{%- if not date_string is defined %}{% set date_string = strftime_now("%d %b %Y") %}{% endif %}
+{%- if messages and messages[0].role == "system" %}
+    {%- set system_text = messages[0].content | trim %}
+    {%- set rest = messages[1:] %}
+{%- else %}
+    {%- set system_text = "" %}
+    {%- set rest = messages %}
+{%- endif %}
+<|start_header_id|>system<|end_header_id|>
+
+{% if tools is not none %}Environment: ipython
+{% endif %}Today Date: {{ date_string }}
+
+{% if tools is not none %}Call a function by replying with JSON {"name": name, "parameters": args}.
+
+{% for t in tools %}{{ t | tojson(indent=4) }}
+
+{% endfor %}{% endif %}{{ system_text }}<|eot_id|>
+{%- for m in rest %}
+    {%- if m.role == "assistant" and m.tool_calls is defined %}
+        {%- if m.tool_calls | length != 1 %}{{ raise_exception("one tool call per message") }}{% endif %}
+        {%- set call = m.tool_calls[0].function %}
+<|start_header_id|>assistant<|end_header_id|>
+
+{"name": "{{ call.name }}", "parameters": {{ call.arguments | tojson }}}<|eot_id|>
+    {%- elif m.role == "tool" %}
+<|start_header_id|>ipython<|end_header_id|>
+
+{{ m.content | tojson if m.content is mapping else m.content }}<|eot_id|>
+    {%- else %}
+<|start_header_id|>{{ m.role }}<|end_header_id|>
+
+{{ m.content | trim }}<|eot_id|>
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+<|start_header_id|>assistant<|end_header_id|>
+
+{% endif %}"""
+
+QWEN_STYLE_TEMPLATE = """{%- if tools %}
+<|im_start|>system
+{% if messages[0].role == "system" %}{{ messages[0].content }}
+
+{% endif %}# Tools
+
+You may call functions. Their signatures, inside <tools></tools>:
+<tools>
+{% for tool in tools %}{{ tool | tojson }}
+{% endfor %}</tools>
+
+Return each call as JSON inside <tool_call></tool_call>.<|im_end|>
+{% elif messages[0].role == "system" %}
+<|im_start|>system
+{{ messages[0].content }}<|im_end|>
+{% endif %}
+{%- set ns = namespace(last_user=-1) %}
+{%- for m in messages %}{% if m.role == "user" %}{% set ns.last_user = loop.index0 %}{% endif %}{% endfor %}
+{%- for m in messages %}
+  {%- if m.role == "user" or (m.role == "system" and not loop.first) %}
+<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% elif m.role == "assistant" %}
+<|im_start|>assistant
+{% if m.reasoning_content and loop.index0 > ns.last_user %}<think>
+{{ m.reasoning_content | trim }}
+</think>
+
+{% endif %}{{ m.content if m.content is string else "" }}
+    {%- for call in m.tool_calls or [] %}
+{% if not loop.first or m.content %}
+
+{% endif %}<tool_call>
+{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments if call.function.arguments is string else call.function.arguments | tojson }}}
+</tool_call>
+    {%- endfor %}<|im_end|>
+{% elif m.role == "tool" %}
+    {%- if loop.first or loop.previtem.role != "tool" %}<|im_start|>user{% endif %}
+
+<tool_response>
+{{ m.content }}
+</tool_response>
+    {%- if loop.last or loop.nextitem.role != "tool" %}<|im_end|>
+{% endif %}
+  {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% if enable_thinking is defined and not enable_thinking %}<think>
+
+</think>
+
+{% endif %}
+{%- endif %}"""
+
+MISTRAL_STYLE_TEMPLATE = """{%- if messages[0].role == "system" %}
+    {%- set system = messages[0].content %}
+    {%- set chat = messages[1:] %}
+{%- else %}
+    {%- set chat = messages %}
+{%- endif %}
+{%- set users = chat | selectattr("role", "equalto", "user") | list %}
+{{- bos_token }}
+{%- for m in chat %}
+    {%- if tools is none and (m.role == "user") != (loop.index0 % 2 == 0) %}
+        {{- raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif %}
+    {%- if m.role == "user" %}
+        {%- if tools is not none and m is sameas users[-1] %}
+            {{- "[AVAILABLE_TOOLS]" }}{{ tools | tojson }}{{ "[/AVAILABLE_TOOLS]" }}
+        {%- endif %}
+        {%- if system is defined and m is sameas users[-1] %}
+            {{- "[INST]" + system + "\\n\\n" + m.content + "[/INST]" }}
+        {%- else %}
+            {{- "[INST]" + m.content + "[/INST]" }}
+        {%- endif %}
+    {%- elif m.role == "assistant" and m.tool_calls is defined %}
+        {{- "[TOOL_CALLS][" }}
+        {%- for c in m.tool_calls %}
+            {{- {"name": c.function.name, "arguments": c.function.arguments} | tojson }}
+            {%- if not loop.last %}{{ ", " }}{% endif %}
+        {%- endfor %}
+        {{- "]" + eos_token }}
+    {%- elif m.role == "assistant" %}
+        {{- " " + m.content | trim + eos_token }}
+    {%- elif m.role == "tool" %}
+        {{- "[TOOL_RESULTS]" + m.content + "[/TOOL_RESULTS]" }}
+    {%- else %}
+        {{- raise_exception("Only user, assistant and tool roles follow the system message") }}
+    {%- endif %}
+{%- endfor %}"""
+
+#: (template, special tokens, non-special added tokens, tokenizer_config extras) per style.
+CHAT_STYLES = {
+    "llama3": (
+        LLAMA3_STYLE_TEMPLATE,
+        ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>"]
+        + ["<|eot_id|>", "<|eom_id|>"],
+        [],
+        {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
+    ),
+    "qwen": (
+        QWEN_STYLE_TEMPLATE,
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        ["<tool_call>", "</tool_call>", "<think>", "</think>"],
+        {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+    ),
+    "mistral": (
+        MISTRAL_STYLE_TEMPLATE,
+        ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]"]
+        + ["[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"],
+        [],
+        {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"},
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def chat_model_dirs(tmp_path_factory) -> dict[str, Path]:
+    """A model directory per chat style: a small byte-level BPE tokenizer.json (trained here)
+    with the style's special tokens, and a tokenizer_config.json with its chat template."""
+    import json
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers, trainers
+
+    out = {}
+    for style, (template, specials, added, extra) in CHAT_STYLES.items():
+        tok = tokenizers.Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=700,
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        )
+        tok.train_from_iterator([read_corpus("english")[:40_000]], trainer)
+        tok.add_special_tokens([AddedToken(t, normalized=False) for t in specials])
+        tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in added])
+        directory = tmp_path_factory.mktemp("chat") / f"{style}-chat"
+        directory.mkdir()
+        (directory / "tokenizer.json").write_text(tok.to_str(), encoding="utf-8")
+        config = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "chat_template": template,
+            "model_max_length": 8192,
+            **extra,
+        }
+        (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+        out[style] = directory
+    return out
