@@ -194,15 +194,21 @@ def install(max_header_bytes: int, header_timeout: float) -> bool:
 
 class _ListenFailure(logging.Filter):
     """Sees uvicorn's bind failure: it logs the ``OSError`` itself to ``uvicorn.error`` (and then
-    shuts the lifespan down and exits with its start-up code)."""
+    shuts the lifespan down and exits with its start-up code). Once uvicorn says it is running,
+    nothing it logs later counts."""
 
     def __init__(self, on_failure: Callable[[OSError], None]) -> None:
         super().__init__()
         self.on_failure = on_failure
+        self.listening = False
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if self.listening:
+            return True
         if isinstance(record.msg, OSError):
             self.on_failure(record.msg)
+        elif isinstance(record.msg, str) and record.msg.startswith("Uvicorn running on"):
+            self.listening = True
         return True
 
 
