@@ -132,7 +132,9 @@ def test_wheel_holds_exactly_the_two_packages(tmp_path):
     (wheel,) = tmp_path.glob("bpecore-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
-    assert tops == {"bpecore", "bpecore_service", "bpecore-0.1.0.dist-info"}, tops
+    from bpecore import __version__
+
+    assert tops == {"bpecore", "bpecore_service", f"bpecore-{__version__}.dist-info"}, tops
     for required in (
         "bpecore/py.typed",
         "bpecore_service/py.typed",
