@@ -49,6 +49,14 @@ def test_import_bpecore_imports_no_integration():
 
 @pytest.mark.parametrize("name", ["langchain", "llamaindex", "chonkie", "semantic_text_splitter"])
 def test_docstring_examples(name):
+    pytest.importorskip(
+        {
+            "langchain": "langchain_text_splitters",
+            "llamaindex": "llama_index.core",
+            "chonkie": "chonkie",
+            "semantic_text_splitter": "semantic_text_splitter",
+        }[name]
+    )
     module = importlib.import_module(f"bpecore.integrations.{name}")
     tests = doctest.DocTestFinder(exclude_empty=True).find(module)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
@@ -73,14 +81,20 @@ def assert_exact(enc, source: str, pieces, limit: int) -> None:
 
 
 # ------------------------------------------------------------------------------------ LangChain
-langchain = pytest.importorskip("langchain_text_splitters")
-from langchain_core.documents import Document as LCDocument  # noqa: E402
+@pytest.fixture(scope="module")
+def lc():
+    """(Document, BPETextSplitter), or a skip naming the missing package."""
+    pytest.importorskip("langchain_text_splitters", reason="pip install 'bpecore[langchain]'")
+    from langchain_core.documents import Document
 
-from bpecore.integrations.langchain import BPETextSplitter  # noqa: E402
+    from bpecore.integrations.langchain import BPETextSplitter
+
+    return Document, BPETextSplitter
 
 
 @pytest.mark.parametrize("size,overlap", [(64, 0), (200, 30), (512, 0)])
-def test_langchain_split_documents(texts, cl100k, size, overlap):
+def test_langchain_split_documents(lc, texts, cl100k, size, overlap):
+    LCDocument, BPETextSplitter = lc
     splitter = BPETextSplitter("cl100k_base", chunk_size=size, chunk_overlap=overlap)
     docs = [LCDocument(page_content=t, metadata={"source": n}) for n, t in texts.items()]
     out = splitter.split_documents(docs)
@@ -115,7 +129,8 @@ def test_langchain_split_documents(texts, cl100k, size, overlap):
     ]
 
 
-def test_langchain_untrimmed_chunks_tile_the_text(texts):
+def test_langchain_untrimmed_chunks_tile_the_text(lc, texts):
+    _, BPETextSplitter = lc
     splitter = BPETextSplitter("o200k_base", chunk_size=100, strip_whitespace=False)
     enc = bpecore.get_encoding("o200k_base")
     for text in texts.values():
@@ -124,7 +139,8 @@ def test_langchain_untrimmed_chunks_tile_the_text(texts):
         assert all(enc.count(d.page_content) <= 100 for d in docs)
 
 
-def test_langchain_transform_documents_and_bad_overlap():
+def test_langchain_transform_documents_and_bad_overlap(lc):
+    LCDocument, BPETextSplitter = lc
     splitter = BPETextSplitter(chunk_size=8)
     out = splitter.transform_documents([LCDocument(page_content=REPEATED, metadata={"k": 1})])
     assert [d.metadata["start_index"] for d in out] == [
@@ -136,15 +152,21 @@ def test_langchain_transform_documents_and_bad_overlap():
 
 
 # ----------------------------------------------------------------------------------- LlamaIndex
-pytest.importorskip("llama_index.core")
-from llama_index.core import Document as LIDocument  # noqa: E402
-from llama_index.core.schema import MetadataMode  # noqa: E402
+@pytest.fixture(scope="module")
+def li():
+    """(Document, MetadataMode, BPENodeParser), or a skip naming the missing package."""
+    pytest.importorskip("llama_index.core", reason="pip install 'bpecore[llamaindex]'")
+    from llama_index.core import Document
+    from llama_index.core.schema import MetadataMode
 
-from bpecore.integrations.llamaindex import BPENodeParser  # noqa: E402
+    from bpecore.integrations.llamaindex import BPENodeParser
+
+    return Document, MetadataMode, BPENodeParser
 
 
 @pytest.mark.parametrize("size,overlap", [(64, 0), (200, 30)])
-def test_llamaindex_get_nodes_from_documents(texts, cl100k, size, overlap):
+def test_llamaindex_get_nodes_from_documents(li, texts, cl100k, size, overlap):
+    LIDocument, MetadataMode, BPENodeParser = li
     parser = BPENodeParser("cl100k_base", max_tokens=size, overlap=overlap)
     docs = [LIDocument(text=t, metadata={"source": n}) for n, t in texts.items()]
     nodes = parser.get_nodes_from_documents(docs)
@@ -171,7 +193,8 @@ def test_llamaindex_get_nodes_from_documents(texts, cl100k, size, overlap):
                 assert "start_index" not in n.get_content(metadata_mode=mode)
 
 
-def test_llamaindex_repeated_passages_keep_their_place(cl100k):
+def test_llamaindex_repeated_passages_keep_their_place(li, cl100k):
+    LIDocument, _, BPENodeParser = li
     nodes = BPENodeParser(max_tokens=12).get_nodes_from_documents([LIDocument(text=REPEATED)])
     starts = [n.start_char_idx for n in nodes]
     assert starts == [c.start for c in bpecore.chunk(REPEATED, cl100k, max_tokens=12)]
@@ -180,7 +203,8 @@ def test_llamaindex_repeated_passages_keep_their_place(cl100k):
         BPENodeParser(max_tokens=8, overlap=8)
 
 
-def test_llamaindex_other_encoding_object(texts):
+def test_llamaindex_other_encoding_object(li, texts):
+    BPENodeParser = li[2]
     enc = bpecore.get_encoding("o200k_base")
     parser = BPENodeParser(enc, max_tokens=128, markdown=True)
     assert parser.encoding_name == "o200k_base"
@@ -191,13 +215,19 @@ def test_llamaindex_other_encoding_object(texts):
 
 
 # -------------------------------------------------------------------------------------- chonkie
-chonkie = pytest.importorskip("chonkie")
-from bpecore.integrations.chonkie import BPETokenizer  # noqa: E402
+@pytest.fixture(scope="module")
+def ck():
+    """(the chonkie module, BPETokenizer), or a skip naming the missing package."""
+    chonkie = pytest.importorskip("chonkie", reason="pip install 'bpecore[chonkie]'")
+    from bpecore.integrations.chonkie import BPETokenizer
+
+    return chonkie, BPETokenizer
 
 
 @pytest.mark.parametrize("chunker_name", ["RecursiveChunker", "SentenceChunker"])
 @pytest.mark.parametrize("counter", ["tokenizer", "callable"])
-def test_chonkie_chunkers_with_our_counter(texts, cl100k, chunker_name, counter):
+def test_chonkie_chunkers_with_our_counter(ck, texts, cl100k, chunker_name, counter):
+    chonkie, BPETokenizer = ck
     tokenizer = BPETokenizer(cl100k) if counter == "tokenizer" else cl100k.count
     kwargs = {"chunk_overlap": 0} if chunker_name == "SentenceChunker" else {}
     chunker = getattr(chonkie, chunker_name)(tokenizer=tokenizer, chunk_size=128, **kwargs)
@@ -212,7 +242,8 @@ def test_chonkie_chunkers_with_our_counter(texts, cl100k, chunker_name, counter)
         )
 
 
-def test_chonkie_token_chunker_encodes_with_us(texts, cl100k):
+def test_chonkie_token_chunker_encodes_with_us(ck, texts, cl100k):
+    chonkie, BPETokenizer = ck
     # TokenChunker cuts the token list itself: each chunk is `chunk_size` of our ids, decoded
     chunker = chonkie.TokenChunker(tokenizer=BPETokenizer(cl100k), chunk_size=100)
     text = texts["english"]
@@ -227,16 +258,15 @@ def test_chonkie_token_chunker_encodes_with_us(texts, cl100k):
 
 
 # ------------------------------------------------------------------------ semantic-text-splitter
-pytest.importorskip("semantic_text_splitter")
-from bpecore.integrations.semantic_text_splitter import (  # noqa: E402
-    markdown_splitter,
-    text_splitter,
-)
-
-
-@pytest.mark.parametrize("make", [text_splitter, markdown_splitter])
+@pytest.mark.parametrize("make", ["text_splitter", "markdown_splitter"])
 @pytest.mark.parametrize("capacity,overlap", [(64, 0), (200, 20)])
 def test_semantic_text_splitter_with_our_counter(texts, make, capacity, overlap):
+    pytest.importorskip(
+        "semantic_text_splitter", reason="pip install 'bpecore[semantic-text-splitter]'"
+    )
+    from bpecore.integrations import semantic_text_splitter
+
+    make = getattr(semantic_text_splitter, make)
     enc = bpecore.get_encoding("o200k_base")
     splitter = make(enc, capacity=capacity, overlap=overlap)
     for text in texts.values():
