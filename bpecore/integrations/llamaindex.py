@@ -47,7 +47,9 @@ class BPENodeParser(TextSplitter):
     markdown: bool = Field(default=False, description="Markdown headings are the best boundaries.")
     _encoding: Encoding = PrivateAttr()
 
-    def __init__(self, encoding: str | Encoding = "cl100k_base", **kwargs: Any) -> None:
+    def __init__(self, encoding: str | Encoding | None = None, **kwargs: Any) -> None:
+        if encoding is None:  # also from_dict / from_json: the name is among the fields
+            encoding = kwargs.get("encoding_name", "cl100k_base")
         if isinstance(encoding, str):
             from bpecore.registry import get_encoding
 

@@ -212,6 +212,11 @@ def test_llamaindex_other_encoding_object(li, texts):
     assert parser.split_text(text) == [
         c.text for c in bpecore.chunk(text, enc, max_tokens=128, markdown=True)
     ]
+    # built from its fields alone (as from saved settings), the encoding comes from encoding_name
+    fields = parser.to_dict()
+    again = BPENodeParser(**{k: fields[k] for k in ("encoding_name", "max_tokens", "markdown")})
+    assert (again.encoding_name, again.max_tokens, again.markdown) == ("o200k_base", 128, True)
+    assert again.split_text(text) == parser.split_text(text)
 
 
 # -------------------------------------------------------------------------------------- chonkie
