@@ -4,6 +4,8 @@ Lifecycle:
 1. start-up: the server starts listening at once; the configured encodings load in a thread
    (``load_in_background``), /healthz is 200, /readyz and the API are 503 until they are loaded;
    if loading fails (a missing or corrupt vocab file) the server stops and the process exits 3;
+   if it cannot listen (port in use) it exits 4, and with a ``BPESVC_`` setting that does not parse,
+   2 (``bpecore._exitcodes``: the ``bpecore serve`` codes);
 2. SIGTERM/SIGINT: /readyz turns 503 (``draining``), open streams are closed with 1001, and after
    ``drain_seconds`` uvicorn's own handler runs: it stops accepting, lets in-flight requests finish
    and then runs the lifespan shutdown. A second signal goes straight to uvicorn.
@@ -29,10 +31,12 @@ from fastapi import FastAPI  # noqa: E402
 
 import bpecore  # noqa: E402
 from bpecore import Encoding  # noqa: E402
+from bpecore._exitcodes import EXIT_LISTEN, EXIT_LOAD, EXIT_USAGE  # noqa: E402
 from bpecore_service.config import Settings, get_settings  # noqa: E402
 from bpecore_service.docs import install as install_docs  # noqa: E402
 from bpecore_service.errors import install as install_errors  # noqa: E402
 from bpecore_service.http_limits import install as install_http_limits  # noqa: E402
+from bpecore_service.http_limits import watch_listen  # noqa: E402
 from bpecore_service.lean import LeanRoutes, lean_routes  # noqa: E402
 from bpecore_service.logging import configure_logging  # noqa: E402
 from bpecore_service.metrics import Metrics  # noqa: E402
@@ -41,7 +45,7 @@ from bpecore_service.playground import install as install_playground  # noqa: E4
 from bpecore_service.schemas import ErrorResponse, with_request_examples  # noqa: E402
 
 log = logging.getLogger("bpesvc")
-EXIT_LOAD_FAILED = 3  # uvicorn's own code for a failed start-up
+EXIT_LOAD_FAILED = EXIT_LOAD  # 3, as uvicorn exits for a failed lifespan start-up
 
 
 def load_encodings(settings: Settings) -> dict[str, Encoding]:
@@ -184,6 +188,11 @@ async def lifespan(app: FastAPI):
     # with large bodies parsed in threads, that wait is the latency of every answer the loop gives.
     sys.setswitchinterval(settings.gil_switch_seconds)
     install_http_limits(settings.max_header_bytes, settings.header_timeout)
+
+    def cannot_listen(error: OSError) -> None:  # uvicorn would exit 3, the code for a failed load
+        state.exit_code = state.exit_code or EXIT_LISTEN
+
+    unwatch = watch_listen(cannot_listen)
     state.drain_event = asyncio.Event()
     drain = _Drain(app, asyncio.get_running_loop())
     serving = drain.install()  # False under TestClient: no process to stop
@@ -233,6 +242,7 @@ async def lifespan(app: FastAPI):
         if task is not None and not task.done():
             task.cancel()
         drain.uninstall()
+        unwatch()
         log.info("stopped")
         if state.exit_code:  # uvicorn would exit 0 (or re-raise SIGTERM): make the failure visible
             sys.stdout.flush()
@@ -283,11 +293,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
+def settings_or_exit() -> Settings:
+    """The environment's settings; a ``BPESVC_`` variable that does not parse is one line on
+    stderr and exit 2 (``EXIT_USAGE``), not a traceback."""
+    try:
+        return get_settings()
+    except ValueError as e:  # pydantic's ValidationError
+        errors = e.errors() if hasattr(e, "errors") else []
+        what = "; ".join(
+            f"BPESVC_{str(x['loc'][0]).upper()}: {x['msg']}" for x in errors if x.get("loc")
+        )
+        print(f"bpecore_service: bad setting: {what or e}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_USAGE) from None
+
+
 def run(host: str | None = None, port: int | None = None, workers: int | None = None) -> None:
     """Serve with uvicorn (uvloop + httptools when installed): the ``bpecore serve`` entry point."""
     import uvicorn
 
-    settings = get_settings()
+    settings = settings_or_exit()
     configure_logging(settings.log_level)
     if (workers if workers is not None else settings.workers) == 1:
         preload.start(from_cli_ok=True)
@@ -307,5 +331,5 @@ def run(host: str | None = None, port: int | None = None, workers: int | None = 
 
 
 # JSON logs from the first uvicorn line on, when uvicorn imports this module (`uvicorn bpecore_service.main:app`).
-configure_logging(get_settings().log_level)
+configure_logging(settings_or_exit().log_level)
 app = create_app()
