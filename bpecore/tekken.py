@@ -64,8 +64,10 @@ def parse_tekken(
         n_special = config["default_num_special_tokens"]
         n_used = config["default_vocab_size"] - n_special
         version = config.get("version", "v3")
-    except (TypeError, KeyError) as e:
+    except KeyError as e:
         raise VocabError(f"{source}: not a Tekken file (missing {e})") from e
+    except TypeError as e:
+        raise VocabError(f"{source}: malformed Tekken config: {e}") from e
     if not (
         isinstance(pattern, str)
         and isinstance(vocab, list)
