@@ -129,8 +129,11 @@ def load_llama(
     try:
         vocab = tiktoken_vocab(data, str(path))
         whole: dict[bytes, int] = {}
-    except VocabError:
-        vocab, whole = _reranked(parse_tiktoken(data, str(path)), str(path))
+    except VocabError as refused:
+        try:
+            vocab, whole = _reranked(parse_tiktoken(data, str(path)), str(path))
+        except KeyError:  # a byte without its token: the first refusal says which
+            raise refused from None
     if version is None:
         found = [v for v, n in RANKS.items() if n == len(vocab)]
         if not found:

@@ -20,6 +20,8 @@ import hashlib
 import json
 import os
 
+import regex
+
 from bpecore.encoding import Encoding
 from bpecore.load import VocabError, read_file, read_shipped
 
@@ -124,6 +126,8 @@ def load_tekken(path: str | os.PathLike, *, name: str | None = None) -> Encoding
         name = os.path.basename(os.fspath(path)).split(".")[0]
     try:
         enc = Encoding(name, ranks, pattern, specials)
+    except regex.error as e:
+        raise VocabError(f"{path}: config pattern does not compile: {e}") from e
     except ValueError as e:
         raise VocabError(f"{path}: {e}") from e
     enc.vocab_sha256 = hashlib.sha256(data).hexdigest()

@@ -265,6 +265,7 @@ TEKKEN_CASES = {
     "duplicate-token": (_set(["vocab", 260, "token_bytes"], "aGU="), "vocab[260]"),
     "special-ranks": (_set(["special_tokens", 1, "rank"], 9), "special token ranks"),
     "specials-not-list": (_set(["special_tokens"], 5), "special_tokens"),
+    "pattern-broken": (_set(["config", "pattern"], r"\V("), "does not compile"),
 }
 
 
@@ -284,6 +285,14 @@ LLAMA_CASES = {
     "rank-not-number": (lambda data: data + b"aGVsbG8gd29ybGQ= x\n", None),
     "duplicate-token": (lambda data: data + b"aGU= 262\n", None),
     "invalid-utf8": (lambda data: b"\xff\xfe" + data, None),
+    "missing-byte": (  # a token over a byte that has none: found by the slow mutations
+        lambda data: (
+            data.replace(base64.b64encode(b"\xf5") + b" 245\n", b"")
+            + base64.b64encode(b"\xf5\xf5")
+            + b" 245\n"
+        ),
+        "0xf5",
+    ),
 }
 
 
