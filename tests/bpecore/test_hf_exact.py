@@ -256,3 +256,23 @@ def test_hyp_operations_match_definitions(encodings, kind, text, n, data):
     i = data.draw(st.integers(0, len(text)))
     j = data.draw(st.integers(i, len(text)))
     assert enc.interval_counter(text).count(i, j) == count(text[i:j])
+
+
+def test_llama3_whole_piece_operations():
+    """Llama 3's whole-piece encoding inherits the pipeline's exact operations (its ``count`` is
+    checked against Meta's tokenizer in test_llama.py)."""
+    try:
+        enc = bpecore.get_encoding("llama3")
+    except bpecore.VocabError:
+        pytest.skip("llama-models (test extra) is not installed: it carries Llama 3's file")
+    text = read_corpus("english")[:200] + " .:.:.:.: " + read_corpus("code")[:120]
+    for n in (0, 3, 17, 60):
+        assert enc.split_at(text, n) == _split_at_ref(enc.count, text, n)
+        assert enc.split_at_end(text, n) == _split_at_end_ref(enc.count, text, n)
+    ic = enc.interval_counter(text)
+    assert all(
+        ic.count(i, j) == enc.count(text[i:j]) for i in range(0, 330, 23) for j in range(i, 330, 31)
+    )
+    counter = enc.appendable_counter()
+    for i in range(0, len(text), 41):
+        assert counter.push(text[i : i + 41]) == enc.count(text[: i + 41])
