@@ -1052,8 +1052,13 @@ class HFEncoding(Encoding):
         if "_span4" in self.__dict__:
             return self.__dict__["_span4"]
         norm = self._normalizer
+        added_texts = [*self._raw.by_text, *self._normed.by_text]  # as matched: normalized
         span: int | None = 4 * max(
-            [self._vocab.max_token_len, *map(len, self._special_bytes.values())]
+            [
+                self._vocab.max_token_len,
+                *map(len, self._whole),
+                *(len(t.encode("utf-8")) for t in added_texts),
+            ]
         )
         if (
             (norm is not None and norm.shrink == "any")
