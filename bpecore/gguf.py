@@ -61,10 +61,51 @@ def _split_then_bytes(pattern: str) -> dict:
 
 _GPT2 = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 
+
+def _splits_then_bytes(*patterns: str) -> dict:
+    """Each regex re-splits the previous one's pieces (matches and the text between them kept
+    as pieces), then the bytes: how llama.cpp runs the regex list of a ``tokenizer.ggml.pre``
+    name, and how the models' ``tokenizer.json`` files chain their Split stages."""
+    return {
+        "type": "Sequence",
+        "pretokenizers": [
+            *(
+                {"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False}
+                for p in patterns
+            ),
+            {
+                "type": "ByteLevel",
+                "add_prefix_space": False,
+                "trim_offsets": True,
+                "use_regex": False,
+            },
+        ],
+    }
+
+
+#: CJK ideographs to U+9FA5, then U+0800 to U+4E00 and Hangul syllables to U+D7FF, as one run
+#: (the characters themselves in the pattern, as in the models' files).
+_DEEPSEEK_CJK = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
+_DEEPSEEK_CODER = ("[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", _DEEPSEEK_CJK, r"\p{N}")
+_DEEPSEEK_V3 = (
+    r"\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+)
+_FALCON = (
+    r"[\p{P}\$\+<=>\^~\|`]+",
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+    r"[0-9][0-9][0-9]",
+)
+
 #: ``tokenizer.ggml.pre`` -> the ``tokenizer.json`` pre-tokenizer of the models it names (their
 #: Hugging Face files, the source ``convert_hf_to_gguf.py`` read): GPT-2's ByteLevel regex;
 #: Llama 3's and Qwen2's one Split; o200k's Split (GPT-4o, Llama 4); StarCoder's digits one by
-#: one, then GPT-2's regex.
+#: one, then GPT-2's regex. DeepSeek Coder, DeepSeek V3 and Falcon: the regex list
+#: llama.cpp runs for the name (``llama-vocab.cpp``), each regex re-splitting the pieces of the
+#: one before, then the bytes; DeepSeek V3's is its tokenizer.json's Split chain exactly
+#: (test_gguf.py compares them).
 PRE_TOKENIZERS: dict[str, dict] = {
     "gpt-2": _GPT2,
     "llama3": _split_then_bytes(_LLAMA3),
@@ -73,6 +114,9 @@ PRE_TOKENIZERS: dict[str, dict] = {
     "qwen2": _split_then_bytes(_QWEN2),
     "gpt-4o": _split_then_bytes(O200K_PATTERN),
     "llama4": _split_then_bytes(O200K_PATTERN),
+    "deepseek-coder": _splits_then_bytes(*_DEEPSEEK_CODER),
+    "deepseek-v3": _splits_then_bytes(*_DEEPSEEK_V3),
+    "falcon": _splits_then_bytes(*_FALCON),
     "starcoder": {
         "type": "Sequence",
         "pretokenizers": [{"type": "Digits", "individual_digits": True}, _GPT2],

@@ -27,6 +27,26 @@ and the normalizer run in Python; a one-regex pre-tokenizer (Qwen2: NFC + one Sp
 splits and encodes each segment in the compiled core, while chained stages run in Python
 (``regex`` module, linear per stage) and send each piece to the compiled BPE. Where Unicode
 tables differ, `tokenizers`' are used (``_UNNORMALIZED_RANGES``, ``_PUNCT_RANGES``, ``_DIGIT``).
+
+Exact operations on an ``HFEncoding`` (DESIGN.md's definitions; README, "Open models: which
+path"). A text "left alone" (no added token's text in it, and only characters the normalizer
+can change in no slice: ASCII, or inert under its Unicode forms) under a one-regex
+pre-tokenizer is the plain encoding's text, so ``interval_counter`` (and ``split_at`` /
+``split_at_end`` when the pattern has a compiled scanner) hand it to the compiled operations.
+Anything else takes the slower exact path, from the definitions:
+- ``split_at`` / ``split_at_end``: one token stands for at most ``max_token_len`` bytes of the
+  normalized text, and a normalizer made of Unicode forms keeps at least one byte per ASCII
+  character and a quarter of any other's bytes, so only the prefixes (suffixes) within ``n``
+  tokens' worth of input can fit; they are tried from the longest down with
+  ``count_till_limit`` (pipeline stages run lazily and stop soon after ``n``) and the first
+  that fits is the answer. Cost about (``n`` x 128 bytes) candidates x ``n`` tokens' worth of
+  text each: ~5 s for ``n`` = 100 on DeepSeek's file, quadratic in ``n``. A pipeline that can
+  drop text (Replace, a ``Removed`` split, added tokens that strip) has no such bound: every
+  prefix is a candidate;
+- interval counts: each queried slice is counted (answers memoized);
+- appending and prepending counters: each push recounts the text (quadratic in the stream);
+- the chunker: its interval-counter queries, so about one count of each chunk per query.
+Llama 3's whole-piece encoding (``bpecore.llama``) inherits these.
 """
 
 from __future__ import annotations
@@ -35,15 +55,16 @@ import hashlib
 import json
 import os
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import regex
 
 from bpecore.backtrack import BacktrackEncoder
-from bpecore.encoding import Encoding, _valid
+from bpecore.encoding import Encoding, _rebuild_counter, _RecountingCounter, _valid
 from bpecore.load import VocabError, bytes_to_unicode, read_file
 from bpecore.patterns import BYTELEVEL_PATTERN
+from bpecore.prefix import KIND_REGEX as _PAT_REGEX
 from bpecore.pretokenize import R50K_PATTERN
 from bpecore.vocab import Vocab
 
@@ -216,84 +237,111 @@ _PUNCT_RANGES = (
 _PUNCT = "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _PUNCT_RANGES) + "]"
 
 _Piece = str
-_Stage = Callable[[list[_Piece]], list[_Piece]]
+#: A pre-tokenizer stage: the previous stage's pieces in, its pieces out, lazily (so that
+#: ``count_till_limit`` stops reading the text soon after the count passes the limit). A stage
+#: that may drop text (a ``Removed`` behavior) has ``removes = True``.
+_Stage = Callable[[Iterable[_Piece]], Iterator[_Piece]]
 
 
 # ---------------------------------------------------------------------------------- pre-tokenizers
-def _find_matches(rx: regex.Pattern, text: str, invert: bool) -> list[tuple[int, int, bool]]:
+def _find_matches(rx: regex.Pattern, text: str, invert: bool) -> Iterator[tuple[int, int, bool]]:
     """(start, end, is_match) segments covering ``text``, as `tokenizers`' ``Pattern::find_matches``."""
     if not text:
-        return [(0, 0, False)]
-    out: list[tuple[int, int, bool]] = []
+        yield (0, 0, False)
+        return
     prev = 0
     for m in rx.finditer(text):
         start, end = m.span()
         if prev != start:
-            out.append((prev, start, invert))
-        out.append((start, end, not invert))
+            yield (prev, start, invert)
+        yield (start, end, not invert)
         prev = end
     if prev != len(text):
-        out.append((prev, len(text), invert))
-    return out
+        yield (prev, len(text), invert)
 
 
-def _split(text: str, rx: regex.Pattern, behavior: str, invert: bool) -> list[str]:
-    """`tokenizers`' ``NormalizedString::split``: the kept, non-empty pieces of ``text``."""
+def _spans(text: str, rx: regex.Pattern, behavior: str, invert: bool) -> Iterator[tuple[int, int]]:
+    """`tokenizers`' ``NormalizedString::split``: the kept spans of ``text``, in order, lazily
+    (each behavior needs at most one segment of look-ahead)."""
     matches = _find_matches(rx, text, invert)
-    spans: list[list[Any]] = []
     if behavior == "Isolated":
-        spans = [[s, e, False] for s, e, _ in matches]
+        for s, e, _ in matches:
+            yield s, e
     elif behavior == "Removed":
-        spans = [[s, e, m] for s, e, m in matches]
+        for s, e, m in matches:
+            if not m:
+                yield s, e
     elif behavior == "Contiguous":
-        prev = False
+        open_span = None
         for s, e, m in matches:
-            if spans and m == prev:
-                spans[-1][1] = e
-            else:
-                spans.append([s, e, False])
-            prev = m
+            if open_span is not None and m == open_span[2]:
+                open_span[1] = e
+                continue
+            if open_span is not None:
+                yield open_span[0], open_span[1]
+            open_span = [s, e, m]
+        if open_span is not None:
+            yield open_span[0], open_span[1]
     elif behavior == "MergedWithPrevious":
+        open_span = None
         prev = False
         for s, e, m in matches:
-            if spans and m and not prev:
-                spans[-1][1] = e
+            if open_span is not None and m and not prev:
+                open_span[1] = e
             else:
-                spans.append([s, e, False])
+                if open_span is not None:
+                    yield open_span[0], open_span[1]
+                open_span = [s, e]
             prev = m
-    else:  # MergedWithNext
-        prev = False
-        for s, e, m in reversed(matches):
-            if spans and m and not prev:
-                spans[-1][0] = s
+        if open_span is not None:
+            yield open_span[0], open_span[1]
+    else:  # MergedWithNext: a match joins the segment after it when that one is not a match
+        pending = None
+        for s, e, m in matches:
+            if pending is not None:
+                if not m:
+                    yield pending[0], e
+                    pending = None
+                    continue
+                yield pending
+                pending = None
+            if m:
+                pending = (s, e)
             else:
-                spans.append([s, e, False])
-            prev = m
-        spans.reverse()
-    return [text[s:e] for s, e, removed in spans if not removed and e > s]
+                yield s, e
+        if pending is not None:
+            yield pending
+
+
+def _split(text: str, rx: regex.Pattern, behavior: str, invert: bool) -> Iterator[str]:
+    """The kept, non-empty pieces of ``text`` split by ``rx`` with ``behavior``."""
+    for s, e in _spans(text, rx, behavior, invert):
+        if e > s:
+            yield text[s:e]
 
 
 def _split_stage(rx: regex.Pattern, behavior: str, invert: bool) -> _Stage:
-    def stage(pieces: list[str]) -> list[str]:
-        out: list[str] = []
+    def stage(pieces: Iterable[str]) -> Iterator[str]:
         for piece in pieces:
-            out += _split(piece, rx, behavior, invert)
-        return out
+            yield from _split(piece, rx, behavior, invert)
 
+    stage.removes = behavior == "Removed"  # type: ignore[attr-defined]
     return stage
 
 
 def _byte_level_stage(add_prefix_space: bool, use_regex: bool) -> _Stage:
     rx = regex.compile(BYTELEVEL_PATTERN)
 
-    def stage(pieces: list[str]) -> list[str]:
-        out: list[str] = []
+    def stage(pieces: Iterable[str]) -> Iterator[str]:
         for piece in pieces:
             if add_prefix_space and not piece.startswith(" "):
                 piece = " " + piece
-            out += _split(piece, rx, "Isolated", False) if use_regex else [piece]
-        return out
+            if use_regex:
+                yield from _split(piece, rx, "Isolated", False)
+            else:
+                yield piece
 
+    stage.removes = False  # type: ignore[attr-defined]
     return stage
 
 
@@ -484,14 +532,20 @@ def _unicode_normalize(form: str, text: str) -> str:
 
 
 def _normalizer(norm: Any, source: str) -> Callable[[str], str] | None:
-    """The normalizer as a function of one segment's text, or None for no normalizer."""
+    """The normalizer as a function of one segment's text, or None for no normalizer.
+
+    The function carries what the exact operations need to know of it: ``forms``, the set of
+    Unicode forms when it is only NF* normalizers (else None), and ``shrink``, how far it may
+    shrink text: ``"none"`` (Prepend), ``"nf"`` (Unicode forms: never to less than a quarter of
+    a non-ASCII character's bytes, never an ASCII character's byte) or ``"any"`` (Replace).
+    """
     if norm is None:
         return None
     if not isinstance(norm, dict):
         raise VocabError(f"{source}: malformed normalizer {norm!r}")
     kind = norm.get("type")
     if kind in ("NFC", "NFD", "NFKC", "NFKD"):
-        return lambda text, form=kind: _unicode_normalize(form, text)
+        return _tagged(lambda text, form=kind: _unicode_normalize(form, text), {kind}, "nf")
     if kind == "Sequence":
         parts = [_normalizer(n, source) for n in norm.get("normalizers") or []]
         funcs = [f for f in parts if f is not None]
@@ -503,30 +557,80 @@ def _normalizer(norm: Any, source: str) -> Callable[[str], str] | None:
                 text = f(text)
             return text
 
-        return sequence
+        forms = [f.forms for f in funcs]  # type: ignore[attr-defined]
+        shrinks = {f.shrink for f in funcs}  # type: ignore[attr-defined]
+        return _tagged(
+            sequence,
+            set().union(*forms) if all(f is not None for f in forms) else None,
+            "any" if "any" in shrinks else "nf" if "nf" in shrinks else "none",
+        )
     if kind == "Prepend":
         prefix = norm.get("prepend")
         if not isinstance(prefix, str):
             raise VocabError(f"{source}: Prepend normalizer without a string")
-        return lambda text: prefix + text if text else text
+        return _tagged(lambda text: prefix + text if text else text, None, "none")
     if kind == "Replace":
         pattern, content = norm.get("pattern"), norm.get("content")
         if not isinstance(content, str) or not isinstance(pattern, dict):
             raise VocabError(f"{source}: malformed Replace normalizer {norm!r}")
         if isinstance(pattern.get("String"), str):
             old = pattern["String"]
-            return lambda text: text.replace(old, content) if old else text
+            return _tagged(lambda text: text.replace(old, content) if old else text, None, "any")
         if isinstance(pattern.get("Regex"), str):
             try:
                 rx = regex.compile(pattern["Regex"])
             except regex.error as e:
                 raise VocabError(f"{source}: Replace pattern does not compile: {e}") from e
-            return lambda text: rx.sub(lambda m: content, text)
+            return _tagged(lambda text: rx.sub(lambda m: content, text), None, "any")
         raise VocabError(f"{source}: Replace normalizer without a pattern")
     raise VocabError(
         f"{source}: normalizer {kind!r} is not supported (NFC, NFD, NFKC, NFKD, Prepend, "
         "Replace, Sequence)"
     )
+
+
+def _tagged(func: Callable[[str], str], forms: set[str] | None, shrink: str) -> Callable:
+    func.forms = frozenset(forms) if forms is not None else None  # type: ignore[attr-defined]
+    func.shrink = shrink  # type: ignore[attr-defined]
+    return func
+
+
+#: Per Unicode form, a class of the characters that are not "inert": a character is inert when
+#: it is its own normal form, has combining class 0 and is never the second character of a
+#: composition (nor a Hangul vowel or final jamo). A string of inert characters is normalized,
+#: and so is every slice of it, so the normalizer changes none of its slices. Built on first use.
+_NOT_INERT: dict[frozenset[str], regex.Pattern] = {}
+
+
+def _not_inert(forms: frozenset[str]) -> regex.Pattern:
+    rx = _NOT_INERT.get(forms)
+    if rx is not None:
+        return rx
+    seconds = {*range(0x1161, 0x1176), *range(0x11A8, 0x11C3)}
+    odd: set[int] = set()
+    for cp in range(0x80, 0x110000):
+        c = chr(cp)
+        decomposition = unicodedata.decomposition(c)
+        if decomposition:
+            parts = decomposition.split()
+            if len(parts) == 2 and not parts[0].startswith("<"):
+                seconds.add(int(parts[1], 16))
+        if unicodedata.combining(c) or (
+            (decomposition or 0xAC00 <= cp <= 0xD7A3)
+            and any(unicodedata.normalize(form, c) != c for form in forms)
+        ):
+            odd.add(cp)
+    odd |= seconds
+    odd -= {cp for cp in odd if 0xD800 <= cp < 0xE000}
+    ranges: list[list[int]] = []
+    for cp in sorted(odd):
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    rx = regex.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]")
+    _NOT_INERT[forms] = rx
+    return rx
 
 
 # ---------------------------------------------------------------------------------- added tokens
@@ -758,10 +862,10 @@ def _list_bpe(
 class HFEncoding(Encoding):
     """An ``Encoding`` whose text goes through a `tokenizers` pipeline before the compiled BPE.
 
-    Stages run in Python over the ``regex`` module (each linear in its input); every piece is
-    encoded by the compiled core. ``count``/``encode`` are exact; the operations that need the
-    pre-tokenizer's horizon (``split_at``, interval and appendable counters, the chunker) are
-    refused with NotImplementedError rather than answered approximately.
+    Stages run in Python over the ``regex`` module (each linear in its input, lazily); every
+    piece is encoded by the compiled core. Every operation is exact; those that need the
+    pre-tokenizer's horizon take the compiled path on text the pipeline leaves alone and the
+    slower exact path otherwise (module docstring).
     """
 
     def __init__(
@@ -791,6 +895,7 @@ class HFEncoding(Encoding):
         self._normed = _Matcher([(norm(a.content), a) for a in added if a.normalized])
         self._special_ids = frozenset(specials.values())
         self._added_ids = {a.content: a.id for a in added}
+        self._strips = any(a.lstrip or a.rstrip for a in added)
         self._special_bytes = {a.id: a.content.encode("utf-8") for a in added}
         for data, tid in whole.items():
             self._special_bytes.setdefault(tid, data)
@@ -827,20 +932,22 @@ class HFEncoding(Encoding):
         out: list[int] = []
         total = 0
         for piece in self._pieces(_valid(text), skip):
-            if type(piece) is int:
-                total += 1
-                out.append(piece)
-                continue
-            if whole:
-                tid = whole.get(piece.encode("utf-8"))
+            if type(piece) is int or whole:
+                tid = piece if type(piece) is int else whole.get(piece.encode("utf-8"))
                 if tid is not None:
                     total += 1
+                    if limit is not None and total > limit:
+                        return None
                     out.append(tid)
                     continue
             if count_only:
-                total += core.count(piece)
-                if limit is not None and total > limit:
+                if limit is None:
+                    total += core.count(piece)
+                    continue
+                more = core.count_till_limit(piece, limit - total)
+                if more is None:
                     return None
+                total += more
             else:
                 out += core.encode(piece)
         return total if count_only else out
@@ -900,40 +1007,251 @@ class HFEncoding(Encoding):
         return super().encode_single_token(data)
 
     # --------------------------------------------------------------- exact operations
+    # Two paths (module docstring, "Exact operations"): a text the pipeline leaves as it is (no
+    # added token in it, no character the normalizer could change) under a one-regex
+    # pre-tokenizer goes to the compiled operations of the plain encoding with that pattern;
+    # anything else is answered from the definitions, by counting candidate slices.
     def count_till_limit(self, text: str, limit: int) -> int | None:
         """``count(text)`` if at most ``limit``, else None.
 
-        BPE stops at the first piece that passes ``limit``; the normalizer and pre-tokenizer still
-        run over each added-token-free segment whole (their cost grows with the segment's length).
+        The pre-tokenizer stages and BPE stop soon after the count passes ``limit``; the
+        normalizer and the added-token search still read each segment whole.
         """
+        if limit < 0:
+            return None
         return self._run(text, self._special_ids, True, limit)
+
+    def _plain(self) -> Encoding | None:
+        """The plain encoding with this one's pattern and vocab (no normalizer, no added tokens),
+        for the texts on which the pipeline is that encoding; None when it has no one pattern."""
+        if self._segment_core is None or (
+            self._normalizer is not None and self._normalizer.forms is None
+        ):
+            return None
+        plain = self.__dict__.get("_plain_encoding")
+        if plain is None:
+            plain = self.__dict__["_plain_encoding"] = Encoding(
+                self.name, None, self._segment_core.pattern, {}, vocab=self._vocab
+            )
+        return plain
+
+    def _left_alone(self, text: str) -> bool:
+        """Whether the pipeline runs every slice of ``text`` as the plain encoding would: no added
+        token's text occurs in it and the normalizer changes none of its slices."""
+        if self._raw.rx is not None and self._raw.rx.search(text):
+            return False
+        if self._normed.rx is not None and self._normed.rx.search(text):
+            return False
+        norm = self._normalizer
+        return norm is None or text.isascii() or _not_inert(norm.forms).search(text) is None
+
+    def _token_span(self) -> int | None:
+        """(4x) the most input weight one token can stand for (``_weight4``), or None when a
+        token can stand for any amount of text (a normalizer that deletes, a ``Removed`` split,
+        an added token that strips the whitespace around it)."""
+        if "_span4" in self.__dict__:
+            return self.__dict__["_span4"]
+        norm = self._normalizer
+        added_texts = [*self._raw.by_text, *self._normed.by_text]  # as matched: normalized
+        span: int | None = 4 * max(
+            [
+                self._vocab.max_token_len,
+                *map(len, self._whole),
+                *(len(t.encode("utf-8")) for t in added_texts),
+            ]
+        )
+        if (
+            (norm is not None and norm.shrink == "any")
+            or any(getattr(stage, "removes", True) for stage in self._stages)
+            or self._strips
+        ):
+            span = None
+        self.__dict__["_span4"] = span
+        return span
+
+    def _weight4(self, char: str) -> int:
+        """4x a lower bound on the bytes ``char`` leaves after the normalizer: its UTF-8 bytes
+        without one; with Unicode forms, one byte for ASCII and a quarter of its bytes for any
+        other character (a composition keeps at least that, NFKC's "𝐀" -> "A" exactly that)."""
+        if char < "\x80":
+            return 4
+        size = len(char.encode("utf-8"))
+        norm = self._normalizer
+        return size if norm is not None and norm.shrink == "nf" else 4 * size
+
+    def split_at(self, text: str, n: int) -> int:
+        """The largest character offset ``k`` with ``count(text[:k]) <= n``.
+
+        Every token stands for at most ``_token_span`` of input, so no prefix heavier than
+        ``n`` tokens' worth can fit: only the prefixes up to there are candidates. On a text the
+        pipeline leaves alone, the compiled ``split_at`` of the plain encoding answers; else each
+        candidate is counted (``count_till_limit``): slower, and as exact.
+        """
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        text = _valid(text)
+        span = self._token_span()
+        stop = len(text)
+        if span is not None:
+            weight, cap = 0, n * span
+            for k, char in enumerate(text):
+                weight += self._weight4(char)
+                if weight > cap:
+                    stop = k
+                    break
+        window = text[:stop]
+        plain = self._plain()
+        if plain is not None and plain._core.kind != _PAT_REGEX and self._left_alone(window):
+            return plain.split_at(window, n)
+        for k in range(stop, 0, -1):  # the first that fits, from the longest candidate down
+            if self.count_till_limit(window[:k], n) is not None:
+                return k
+        return 0
+
+    def split_at_end(self, text: str, n: int) -> int:
+        """The smallest character offset ``k`` with ``count(text[k:]) <= n`` (keep the tail).
+
+        The mirror of ``split_at``: candidates are the suffixes up to ``n`` tokens' worth of input.
+        """
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        text = _valid(text)
+        span = self._token_span()
+        start = 0
+        if span is not None:
+            weight, cap = 0, n * span
+            for k in range(len(text) - 1, -1, -1):
+                weight += self._weight4(text[k])
+                if weight > cap:
+                    start = k + 1
+                    break
+        window = text[start:]
+        plain = self._plain()
+        if plain is not None and plain._core.kind != _PAT_REGEX and self._left_alone(window):
+            return start + plain.split_at_end(window, n)
+        for k in range(start, len(text)):  # the first that fits, from the longest candidate on
+            if self.count_till_limit(text[k:], n) is not None:
+                return k
+        return len(text)
+
+    def interval_counter(self, text: str, *, piece_tables: bool = True):
+        """Counter of ``count(text[i:j])``: the compiled ``IntervalCounter`` of the plain encoding
+        when the pipeline leaves ``text`` alone, else one that counts each queried slice."""
+        text = _valid(text)
+        plain = self._plain()
+        if plain is not None and self._left_alone(text):
+            counter = plain.interval_counter(text, piece_tables=piece_tables)
+            return _OwnedCounter(counter, self, "interval", (text, piece_tables))
+        return _SliceCounter(self, text, piece_tables)
+
+    def appendable_counter(self):
+        """A counter whose ``push(s)`` appends ``s`` and returns the count of all text so far
+        (the pipeline's: each push recounts the text, cost quadratic in the stream's length)."""
+        return _RecountingCounter(self)
+
+    def prependable_counter(self):
+        """A counter whose ``push(s)`` puts ``s`` in front and returns the count of all text so
+        far (each push recounts the text)."""
+        return _PrependCounter(self)
 
     def _refuse(self, op: str):
         raise NotImplementedError(
             f"{op} is not available for {self.name!r}: its tokenizer.json needs the general pipeline "
-            "(normalizer, chained pre-tokenizers or added tokens), which has no exact horizon yet"
+            "(normalizer, chained pre-tokenizers or added tokens), which a rank file cannot hold"
         )
-
-    def split_at(self, text: str, n: int) -> int:
-        self._refuse("split_at")
-
-    def split_at_end(self, text: str, n: int) -> int:
-        self._refuse("split_at_end")
-
-    def interval_counter(self, text: str, *, piece_tables: bool = True):
-        self._refuse("interval_counter")
-
-    def appendable_counter(self):
-        self._refuse("appendable_counter")
-
-    def prependable_counter(self):
-        self._refuse("prependable_counter")
 
     def save_tiktoken(self, path) -> str:
         self._refuse("save_tiktoken")
 
     def save_hf(self, path) -> str:
         self._refuse("save_hf")
+
+
+class _OwnedCounter:
+    """A compiled counter that pickles with its pipeline encoding (the plain one is private)."""
+
+    __slots__ = ("_counter", "_enc", "_kind", "_state")
+
+    def __init__(self, counter, enc: HFEncoding, kind: str, state: tuple) -> None:
+        self._counter, self._enc, self._kind, self._state = counter, enc, kind, state
+
+    def __getattr__(self, name: str):
+        return getattr(self._counter, name)
+
+    def __len__(self) -> int:
+        return len(self._counter)
+
+    def __reduce__(self):
+        return (_rebuild_counter, (self._enc, self._kind, self._state))
+
+
+class _SliceCounter:
+    """``count(text[i:j])`` for a pipeline encoding, by counting the slice (each answer kept)."""
+
+    def __init__(self, enc: HFEncoding, text: str, piece_tables: bool = True) -> None:
+        self._enc = enc
+        self.text = text
+        self._piece_tables = piece_tables
+        self._memo: dict[tuple[int, int], int] = {}
+        self._total: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+    @property
+    def total(self) -> int:
+        if self._total is None:
+            self._total = self.count(0, len(self.text))
+        return self._total
+
+    def count(self, start: int, end: int) -> int:
+        if not 0 <= start <= end <= len(self.text):
+            raise IndexError(f"interval [{start}, {end}) is not within [0, {len(self.text)}]")
+        key = (start, end)
+        found = self._memo.get(key)
+        if found is None:
+            if len(self._memo) >= 4096:
+                self._memo.clear()
+            found = self._memo[key] = self._enc.count(self.text[start:end])
+        return found
+
+    def count_many(self, ranges: Iterable[tuple[int, int]]) -> list[int]:
+        return [self.count(a, b) for a, b in ranges]
+
+    def memory_bytes(self) -> int:
+        return len(self.text.encode("utf-8")) + 100 * len(self._memo)
+
+    def __reduce__(self):
+        return (_rebuild_counter, (self._enc, "interval", (self.text, self._piece_tables)))
+
+
+class _PrependCounter:
+    """Prepending counter of a pipeline encoding: recounts the whole text per push (pushed bytes
+    are complete UTF-8, as for the compiled ``PrependableCounter``)."""
+
+    def __init__(self, enc: HFEncoding) -> None:
+        self._enc = enc
+        self.text = ""
+        self.count = 0
+
+    def push(self, data: str | bytes) -> int:
+        if not isinstance(data, str):
+            try:
+                data = bytes(data).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"pushed bytes are not complete UTF-8: {e.reason} at byte {e.start}"
+                ) from None
+        self.text = data + self.text
+        self.count = self._enc.count(self.text)
+        return self.count
+
+    @property
+    def bytes(self) -> bytes:
+        return self.text.encode("utf-8")
+
+    def __reduce__(self):
+        return (_rebuild_counter, (self._enc, "prependable", (self.bytes,)))
 
 
 def load_hf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:

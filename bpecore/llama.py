@@ -9,7 +9,7 @@ and splits text with one pattern: Llama 3's is tiktoken's cl100k regex as writte
 verbatim; the encodings use CL100K_PATTERN and O200K_PATTERN. Llama 4 is a plain ``Encoding``
 (o200k scanner, every exact operation). Llama 3's ranks are not in merge order (``_reranked``):
 it counts and encodes in the compiled core (cl100k scanner) and corrects the pieces that are
-whole-piece tokens; horizon operations are refused.
+whole-piece tokens; horizon operations take ``bpecore.hf``'s slower exact path.
 
 ``encode_ordinary`` equals tiktoken on the same ranks, pattern and specials (`tokenizers` running
 Meta's Llama 3 string cuts some whitespace runs differently, so Hugging Face's Llama 3
@@ -129,8 +129,11 @@ def load_llama(
     try:
         vocab = tiktoken_vocab(data, str(path))
         whole: dict[bytes, int] = {}
-    except VocabError:
-        vocab, whole = _reranked(parse_tiktoken(data, str(path)), str(path))
+    except VocabError as refused:
+        try:
+            vocab, whole = _reranked(parse_tiktoken(data, str(path)), str(path))
+        except KeyError:  # a byte without its token: the first refusal says which
+            raise refused from None
     if version is None:
         found = [v for v, n in RANKS.items() if n == len(vocab)]
         if not found:
@@ -227,8 +230,8 @@ def _whole_piece_encoding(
     name: str, vocab: Vocab, pattern: str, specials: dict[str, int], whole: dict[bytes, int]
 ) -> Encoding:
     """The encoding of a reranked file: `bpecore.hf`'s pipeline with one regex split and tiktoken's
-    whole-piece lookup (count and encode exact; horizon operations refused, as for any
-    `HFEncoding`)."""
+    whole-piece lookup (count and encode exact; horizon operations on `HFEncoding`'s slower
+    exact path)."""
     import bisect
 
     import regex

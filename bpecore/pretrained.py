@@ -90,8 +90,19 @@ def _chat_template(directory: str, config: dict) -> str | dict[str, str] | None:
         template = read_file(jinja).decode("utf-8")
     as_json = os.path.join(directory, "chat_template.json")
     if template is None and os.path.isfile(as_json):
-        template = _read_json(as_json).get("chat_template")
+        doc = _read_json(as_json)
+        if not isinstance(doc, dict):
+            raise VocabError(f"{as_json}: not a JSON object")
+        template = doc.get("chat_template")
     if isinstance(template, list):  # [{name, template}, ...]
+        if not all(
+            isinstance(t, dict) and isinstance(t.get("name"), str) and "template" in t
+            for t in template
+        ):
+            raise VocabError(
+                f"{os.path.join(directory, 'tokenizer_config.json')}: chat_template list entries "
+                "need a 'name' and a 'template'"
+            )
         return {t["name"]: t["template"] for t in template}
     return template if isinstance(template, str) else None
 
@@ -100,9 +111,15 @@ def _max_model_len(directory: str, config: dict) -> int | None:
     model_config = os.path.join(directory, "config.json")
     if os.path.isfile(model_config):
         doc = _read_json(model_config)
+        if not isinstance(doc, dict):
+            raise VocabError(f"{model_config}: not a JSON object")
         for where in (doc, doc.get("text_config") or {}):
             value = where.get("max_position_embeddings") if isinstance(where, dict) else None
-            if type(value) is int and value > 0:
+            if value is not None and type(value) is not int:
+                raise VocabError(
+                    f"{model_config}: max_position_embeddings is {value!r}, not an integer"
+                )
+            if value is not None and value > 0:
                 return value
     value = config.get("model_max_length")
     if isinstance(value, (int, float)) and 0 < value < _NO_LENGTH:
@@ -123,8 +140,16 @@ def _from_tokenizer_json(path: str, config: dict, name: str) -> Encoding:
     decoder = config.get("added_tokens_decoder") or {}
     if not isinstance(decoder, dict):
         raise VocabError(f"{path}: tokenizer_config.json added_tokens_decoder is not an object")
-    added = list(doc.get("added_tokens") or [])
+    added = doc.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise VocabError(f"{path}: added_tokens is not a list")
+    added = list(added)
     have = {a.get("id") for a in added if isinstance(a, dict)}
+    for key in decoder:
+        if not (isinstance(key, str) and key.isdigit() and key.isascii()):
+            raise VocabError(
+                f"{path}: tokenizer_config.json added_tokens_decoder key {key!r} is not a token id"
+            )
     for key, entry in sorted(decoder.items(), key=lambda kv: int(kv[0])):
         if int(key) not in have and isinstance(entry, dict):
             fields = ("content", "special", "normalized", "lstrip", "rstrip", "single_word")

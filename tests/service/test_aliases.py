@@ -61,6 +61,27 @@ def test_alias_resolves_in_vllm_tokenize(model_dir):
         assert (
             client.post("/tokenize", json={"model": "acme/other", "prompt": "x"}).status_code == 404
         )
+        listed = {e["name"]: e for e in client.get("/v1/encodings").json()["data"]}
+        assert sorted(listed) == ["cl100k_base", "tiny-chat"]  # aliases are not encodings
+        assert listed["tiny-chat"]["aliases"] == [MODEL]
+        assert listed["cl100k_base"]["aliases"] == ["gpt-4"]
+        metrics = client.get("/metrics").text
+        assert "bpesvc_encodings_loaded 2.0" in metrics
+
+
+def test_default_alias_marks_its_encoding(model_dir):
+    settings = Settings(
+        encodings=["cl100k_base", str(model_dir)],
+        model_aliases={MODEL: "tiny-chat"},
+        default_encoding=MODEL,
+        load_in_background=False,
+    )
+    with TestClient(create_app(settings)) as client:
+        data = client.get("/v1/encodings").json()["data"]
+    assert [(e["name"], e["aliases"], e["default"]) for e in data] == [
+        ("cl100k_base", [], False),
+        ("tiny-chat", [MODEL], True),
+    ]
 
 
 def test_default_encoding_may_be_an_alias(model_dir):

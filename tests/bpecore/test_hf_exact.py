@@ -1,0 +1,278 @@
+"""The exact operations on pipeline encodings, against their definitions (DESIGN.md).
+
+``split_at``, ``split_at_end``, interval counts, the appending and prepending counters and the
+chunker on a Qwen-style file (NFC, one Split), a DeepSeek-style file (three chained Splits), a
+file whose pipeline can drop text (NFKC + Replace, stripping added tokens) and Tekken. The
+reference is brute force over every prefix, suffix or slice, counted by Hugging Face
+`tokenizers` on the same file (by bpecore's own ``count`` for Tekken, which test_tekken.py checks
+against `mistral-common`).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import bpecore
+from bpecore.hf import HFEncoding, _OwnedCounter, _SliceCounter
+from tests.conftest import read_corpus
+
+tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers is the reference")
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
+
+QWEN2_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+DEEPSEEK_WORDS = (
+    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+SPECIALS = ["<|endoftext|>", "<|im_start|>"]
+
+
+def _qwen_nfc():
+    return normalizers.NFC(), pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+
+
+def _deepseek_chained():
+    return None, pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(r"\p{N}{1,3}"), behavior="isolated", invert=False),
+            pre_tokenizers.Split(Regex("[一-龥぀-ゟ゠-ヿ]+"), behavior="isolated", invert=False),
+            pre_tokenizers.Split(Regex(DEEPSEEK_WORDS), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+
+
+def _dropping():
+    return normalizers.Sequence([normalizers.NFKC(), normalizers.Replace("\t", "")]), (
+        pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.Split(Regex(r"[aeiou]"), behavior="merged_with_next"),
+                pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True),
+            ]
+        )
+    )
+
+
+CONFIGS = {"qwen-nfc": _qwen_nfc, "deepseek-chained": _deepseek_chained, "dropping": _dropping}
+KINDS = [*CONFIGS, "tekken"]
+
+
+def _build(kind: str, directory) -> str:
+    normalizer, pre = CONFIGS[kind]()
+    tok = tokenizers.Tokenizer(models.BPE())
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    tok.pre_tokenizer = pre
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(
+        [read_corpus(name)[:30_000] for name in ("english", "multilingual", "code")], trainer
+    )
+    strip = kind == "dropping"
+    tok.add_special_tokens(
+        [
+            AddedToken(SPECIALS[0], normalized=False),
+            AddedToken(SPECIALS[1], lstrip=strip, rstrip=strip, normalized=False),
+        ]
+    )
+    tok.add_tokens([AddedToken("hello", normalized=True)])
+    path = directory / f"{kind}.json"
+    path.write_text(json.dumps(json.loads(tok.to_str()), ensure_ascii=False))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def encodings(tmp_path_factory):
+    """kind -> (encoding, reference count of a text)."""
+    directory = tmp_path_factory.mktemp("hf_exact")
+    out = {}
+    for kind in CONFIGS:
+        path = _build(kind, directory)
+        hf = tokenizers.Tokenizer.from_file(path)
+        hf.encode_special_tokens = True
+        out[kind] = (
+            bpecore.load_hf(path),
+            lambda text, hf=hf: len(hf.encode(text, add_special_tokens=False).ids),
+        )
+    tekken = bpecore.get_encoding("tekken")
+    out["tekken"] = (tekken, tekken.count)
+    return out
+
+
+#: Short texts around what moves the cuts: composing characters (NFC), Hangul jamo, digits, CJK
+#: runs, whitespace runs, the added tokens and text that NFKC rewrites.
+EDGES = [
+    "hello world<|im_start|>  hi  <|endoftext|>\n\nhello again",
+    "Cafe\u0301 cafe\u0301s e\u0301e\u0301e\u0301 \u1100\u1161\u11a8 \u1100\u1161 ok",
+    "12345 678\t\t9 日本語のテキスト and ｆｕｌｌｗｉｄｔｈ ﬁne 𝐀𝐁",
+    "    indented:\n        x = f(a, b)  # comment\n\n\n\tdone.",
+    "a" * 40 + " " * 30 + "b\n" * 5,
+]
+
+
+def _samples() -> list[str]:
+    out = list(EDGES)
+    for name in ("english", "multilingual", "code", "adv_whitespace", "adv_unicode"):
+        text = read_corpus(name)
+        out.append(text[1000:1250])
+    return out
+
+
+def _split_at_ref(count, text: str, n: int) -> int:
+    return max(k for k in range(len(text) + 1) if count(text[:k]) <= n)
+
+
+def _split_at_end_ref(count, text: str, n: int) -> int:
+    return min(k for k in range(len(text) + 1) if count(text[k:]) <= n)
+
+
+def test_paths(encodings):
+    """Pipelines stay pipelines; a text the pipeline leaves alone takes the compiled counter."""
+    for kind in CONFIGS:
+        assert isinstance(encodings[kind][0], HFEncoding), kind
+    qwen = encodings["qwen-nfc"][0]
+    assert isinstance(qwen.interval_counter("plain text, é and 日本"), _OwnedCounter)
+    for text in ("e\u0301", "a hello", "x<|im_start|>", "\u1100\u1161"):
+        assert isinstance(qwen.interval_counter(text), _SliceCounter), text
+    assert isinstance(encodings["deepseek-chained"][0].interval_counter("plain"), _SliceCounter)
+    assert encodings["dropping"][0]._token_span() is None  # Replace may delete: no window
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_split_at_is_the_largest_fitting_prefix(encodings, kind):
+    enc, count = encodings[kind]
+    for text in _samples():
+        for n in (0, 1, 2, 5, 13, 40):
+            assert enc.split_at(text, n) == _split_at_ref(count, text, n), (text, n)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_split_at_end_is_the_smallest_fitting_suffix(encodings, kind):
+    enc, count = encodings[kind]
+    for text in _samples():
+        for n in (0, 1, 3, 11, 40):
+            assert enc.split_at_end(text, n) == _split_at_end_ref(count, text, n), (text, n)
+
+
+@pytest.mark.parametrize("kind", ["qwen-nfc", "deepseek-chained", "tekken"])
+def test_split_at_on_long_text(encodings, kind):
+    """The window bound: the answer far into a long text, and the whole text when it fits
+    (a pipeline that may drop text has no window: every prefix is a candidate, as above)."""
+    enc, count = encodings[kind]
+    text = read_corpus("english")[:1200] + "Cafe\u0301 " + read_corpus("multilingual")[:200]
+    for n in (30, 150):
+        k = enc.split_at(text, n)
+        assert count(text[:k]) <= n and all(count(text[:j]) > n for j in range(k + 1, k + 40))
+        k = enc.split_at_end(text, n)
+        assert count(text[k:]) <= n and all(count(text[j:]) > n for j in range(k - 40, k))
+    total = count(text)
+    assert enc.split_at(text, total) == len(text) and enc.split_at_end(text, total) == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_interval_counts_every_slice(encodings, kind):
+    enc, count = encodings[kind]
+    for text in EDGES[:3]:
+        ic = enc.interval_counter(text)
+        for i in range(len(text) + 1):
+            for j in range(i, len(text) + 1):
+                assert ic.count(i, j) == count(text[i:j]), (text, i, j)
+    text = read_corpus("code")[:1500]
+    ic = enc.interval_counter(text, piece_tables=False)
+    rng = random.Random(3)
+    for _ in range(60):
+        i = rng.randrange(len(text) + 1)
+        j = rng.randrange(i, len(text) + 1)
+        assert ic.count(i, j) == count(text[i:j])
+    with pytest.raises(IndexError):
+        ic.count(5, 4)
+    back = pickle.loads(pickle.dumps(ic))
+    assert back.count(10, 700) == count(text[10:700])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_appending_and_prepending_counters(encodings, kind):
+    enc, count = encodings[kind]
+    text = EDGES[1] + EDGES[0] + read_corpus("multilingual")[:200]
+    data = text.encode("utf-8")
+    rng = random.Random(11)
+    counter = enc.appendable_counter()
+    done = 0
+    while done < len(data):
+        step = rng.randrange(1, 9)
+        counter.push(data[done : done + step])  # may end inside a character
+        done += step
+        whole = data[:done].decode("utf-8", errors="ignore")
+        assert counter.count == count(whole), whole
+    back = pickle.loads(pickle.dumps(counter))
+    assert back.push("!") == count(text + "!")
+    front = enc.prependable_counter()
+    cut = len(text)
+    while cut > 0:
+        start = max(0, cut - rng.randrange(1, 9))
+        assert front.push(text[start:cut]) == count(text[start:]), text[start:]
+        cut = start
+    assert pickle.loads(pickle.dumps(front)).push("¿") == count("¿" + text)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_chunker(encodings, kind):
+    enc, count = encodings[kind]
+    text = read_corpus("english")[:1200] + "\n\n" + EDGES[1] + "\n" + read_corpus("code")[:600]
+    chunks = bpecore.chunk(text, enc, max_tokens=48, trim=False)
+    assert chunks[0].start == 0 and chunks[-1].end == len(text)
+    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
+    for c in chunks:
+        assert c.tokens == count(text[c.start : c.end]) <= 48
+
+
+_ALPHABET = st.sampled_from(
+    ["a", "b", "e", "\u0301", "\u0308", " ", "  ", "\n", "\t", "1", "23", ".", "'s", "日本", "가",
+     "\u1100", "\u1161", "\u11a8", "ﬁ", "𝐀", "hello", "<|im_start|>", "<|endoftext|>"]
+)  # fmt: skip
+_TEXT = st.one_of(st.text(max_size=24), st.lists(_ALPHABET, max_size=14).map("".join))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@given(text=_TEXT, n=st.integers(0, 12), data=st.data())
+def test_hyp_operations_match_definitions(encodings, kind, text, n, data):
+    enc, count = encodings[kind]
+    assert enc.split_at(text, n) == _split_at_ref(count, text, n)
+    assert enc.split_at_end(text, n) == _split_at_end_ref(count, text, n)
+    i = data.draw(st.integers(0, len(text)))
+    j = data.draw(st.integers(i, len(text)))
+    assert enc.interval_counter(text).count(i, j) == count(text[i:j])
+
+
+def test_llama3_whole_piece_operations():
+    """Llama 3's whole-piece encoding inherits the pipeline's exact operations (its ``count`` is
+    checked against Meta's tokenizer in test_llama.py)."""
+    try:
+        enc = bpecore.get_encoding("llama3")
+    except bpecore.VocabError:
+        pytest.skip("llama-models (test extra) is not installed: it carries Llama 3's file")
+    text = read_corpus("english")[:200] + " .:.:.:.: " + read_corpus("code")[:120]
+    for n in (0, 3, 17, 60):
+        assert enc.split_at(text, n) == _split_at_ref(enc.count, text, n)
+        assert enc.split_at_end(text, n) == _split_at_end_ref(enc.count, text, n)
+    ic = enc.interval_counter(text)
+    assert all(
+        ic.count(i, j) == enc.count(text[i:j]) for i in range(0, 330, 23) for j in range(i, 330, 31)
+    )
+    counter = enc.appendable_counter()
+    for i in range(0, len(text), 41):
+        assert counter.push(text[i : i + 41]) == enc.count(text[: i + 41])
