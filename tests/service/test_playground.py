@@ -16,6 +16,7 @@ import json
 import re
 import shutil
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -63,8 +64,8 @@ def test_page_leaves_the_api_and_docs_alone(client):
 
 
 def test_static_files_are_package_data():
-    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
-    assert 'bpecore_service = ["static/*"]' in pyproject
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert "static/*" in pyproject["tool"]["setuptools"]["package-data"]["bpecore_service"]
     assert {p.name for p in STATIC_DIR.iterdir()} == {
         "playground.html",
         "playground.js",
