@@ -7,9 +7,10 @@ the ranks (256 for Llama 3, 2,048 for Llama 4, the unnamed ones ``<|reserved_spe
 and splits text with one pattern: Llama 3's is tiktoken's cl100k regex as written before tiktoken
 0.8 rewrote it with possessive quantifiers (the same matches), Llama 4's is tiktoken's o200k regex
 verbatim; the encodings use CL100K_PATTERN and O200K_PATTERN. Llama 4 is a plain ``Encoding``
-(o200k scanner, every exact operation). Llama 3's ranks are not in merge order (``_reranked``):
-it counts and encodes in the compiled core (cl100k scanner) and corrects the pieces that are
-whole-piece tokens; horizon operations are refused.
+(o200k scanner, every exact operation). Llama 3's ranks are not in merge order (``_reranked``)
+and 588 of its tokens are found only as whole pieces (``Vocab.enable_whole_pieces``): it counts
+and encodes in the compiled core like any ``Encoding`` (cl100k scanner); horizon operations are
+refused (``WholePieceEncoding``).
 
 ``encode_ordinary`` equals tiktoken on the same ranks, pattern and specials (`tokenizers` running
 Meta's Llama 3 string cuts some whitespace runs differently, so Hugging Face's Llama 3
@@ -148,7 +149,7 @@ def load_llama(
     name = name or f"llama{version}"
     try:
         if whole:
-            enc = _whole_piece_encoding(name, vocab, _PATTERNS[version], specials, whole)
+            enc = _whole_piece_encoding(name, vocab, _PATTERNS[version], specials)
         else:
             enc = Encoding(name, None, _PATTERNS[version], specials, vocab=vocab)
     except ValueError as e:
@@ -223,105 +224,47 @@ def _reranked(ranks: dict[bytes, int], source: str) -> tuple[Vocab, dict[bytes, 
     return vocab, whole
 
 
-def _whole_piece_encoding(
-    name: str, vocab: Vocab, pattern: str, specials: dict[str, int], whole: dict[bytes, int]
-) -> Encoding:
-    """The encoding of a reranked file: `bpecore.hf`'s pipeline with one regex split and tiktoken's
-    whole-piece lookup (count and encode exact; horizon operations refused, as for any
-    `HFEncoding`)."""
-    import bisect
+class WholePieceEncoding(Encoding):
+    """An ``Encoding`` whose vocab has tokens BPE never forms, found as whole pieces in the core
+    (``Vocab.enable_whole_pieces``, as tiktoken looks a piece up before BPE): count, encode,
+    count_till_limit and the batch calls are compiled and exact. The horizon operations are refused:
+    their piece tables count a piece's prefixes and suffixes by BPE alone, so a prefix that spells
+    a whole-piece token would be miscounted."""
 
-    import regex
-
-    from bpecore.backtrack import BacktrackEncoder
-    from bpecore.encoding import _valid
-    from bpecore.hf import HFEncoding, _Added, _split_stage
-    from bpecore.pretokenize import piece_ends
-
-    added = [
-        _Added(
-            {"id": tid, "content": s, "special": True, "normalized": False},
-            name,
+    def _refuse(self, op: str):
+        raise NotImplementedError(
+            f"{op} is not available for {self.name!r}: its vocab has tokens BPE never forms "
+            "(a piece that spells one is that token), which the exact horizon tables do not model"
         )
-        for s, tid in specials.items()
-    ]
-    stages = [_split_stage(regex.compile(pattern), "Isolated", False)]
 
-    class WholePieceEncoding(HFEncoding):
-        """Counts and encodes in the compiled core with the pattern's scanner, then corrects the
-        pieces that are whole-piece tokens (one token each, where BPE gives several).
-        ``encode`` with allowed special tokens runs `bpecore.hf`'s pipeline."""
+    def split_at(self, text: str, n: int) -> int:
+        self._refuse("split_at")
 
-        def _hits(self, data: bytes) -> tuple[list[int], list[tuple[int, int]]]:
-            """(piece ends, (start, end) of each piece that is a whole-piece token)."""
-            ends = piece_ends(pattern, data)
-            hits = [
-                (start, end)
-                for start, end in zip([0, *ends], ends)
-                if end - start in lengths and data[start:end] in whole
-            ]
-            return ends, hits
+    def split_at_end(self, text: str, n: int) -> int:
+        self._refuse("split_at_end")
 
-        def count(self, text: str) -> int:
-            text = _valid(text)
-            if not text:
-                return 0
-            data = text.encode("utf-8")
-            total = pieces_core.count(text)
-            for start, end in self._hits(data)[1]:
-                total += 1 - self._core.count(data[start:end].decode("utf-8"))
-            return total
+    def interval_counter(self, text: str, *, piece_tables: bool = True):
+        self._refuse("interval_counter")
 
-        def count_till_limit(self, text: str, limit: int) -> int | None:
-            n = self.count(text)
-            return n if n <= limit else None
+    def appendable_counter(self):
+        self._refuse("appendable_counter")
 
-        def encode_ordinary(self, text: str) -> list[int]:
-            text = _valid(text)
-            if not text:
-                return []
-            data = text.encode("utf-8")
-            ends, hits = self._hits(data)
-            if not hits:
-                return pieces_core.encode(text)
-            out: list[int] = []
-            done = 0
-            for start, end in hits:
-                out += self._between(data, done, start, ends)
-                out.append(whole[data[start:end]])
-                done = end
-            return out + self._between(data, done, len(data), ends)
+    def prependable_counter(self):
+        self._refuse("prependable_counter")
 
-        def _between(self, data: bytes, a: int, b: int, ends: list[int]) -> list[int]:
-            """Ids of the whole text's pieces in ``data[a:b]`` (a and b are piece bounds): the
-            slice encoded alone when the scanner cuts it as the whole text does, else per piece."""
-            if a == b:
-                return []
-            own = ends[bisect.bisect_right(ends, a) : bisect.bisect_right(ends, b)]
-            seg = data[a:b]
-            if piece_ends(pattern, seg) == [x - a for x in own]:
-                return pieces_core.encode(seg.decode("utf-8"))
-            out: list[int] = []
-            for start, end in zip([a, *own], own):
-                out += self._core.encode(data[start:end].decode("utf-8"))
-            return out
+    def save_tiktoken(self, path) -> str:
+        self._refuse("save_tiktoken")
 
-        def encode(
-            self, text: str, *, allowed_special=frozenset(), disallowed_special="all"
-        ) -> list[int]:
-            allowed = self._check_special(text, allowed_special, disallowed_special)
-            heads = {s[:2] for s in allowed}  # Meta's all start with "<|": one search, not 256
-            if not any(h in text for h in heads) or not any(s in text for s in allowed):
-                return self.encode_ordinary(text)
-            return super().encode(
-                text, allowed_special=allowed_special, disallowed_special=disallowed_special
-            )
+    def save_hf(self, path) -> str:
+        self._refuse("save_hf")
 
-    pieces_core = BacktrackEncoder(vocab, pattern)
-    lengths = frozenset(map(len, whole))
-    return WholePieceEncoding(
-        name, vocab, normalizer=None, stages=stages, added=added, whole=whole, pattern=pattern
-    )
+
+def _whole_piece_encoding(
+    name: str, vocab: Vocab, pattern: str, specials: dict[str, int]
+) -> Encoding:
+    """The encoding of a reranked file: its unreachable tokens entered as whole pieces."""
+    vocab.enable_whole_pieces()
+    return WholePieceEncoding(name, None, pattern, specials, vocab=vocab)
 
 
 def installed_path(version: int) -> str:

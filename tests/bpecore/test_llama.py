@@ -192,3 +192,37 @@ def test_missing_package_says_how_to_get_it(monkeypatch):
     )
     with pytest.raises(bpecore.VocabError, match="pip install llama-models"):
         installed_path(3)
+
+
+def test_llama3_compiled_paths_equal_meta():
+    """count, count_till_limit and the batch calls find the tokens BPE never forms in the core."""
+    meta = _meta(3)
+    enc = bpecore.get_encoding("llama3")
+    texts = []
+    for data in meta.model._mergeable_ranks:
+        try:
+            texts.append(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+    whole = [t for t in texts if len(meta.model.encode_ordinary(t)) == 1 and len(t) > 1]
+    texts = whole[:2000] + [read_corpus("code")[:30_000], " ".join(whole[:500])]
+    want = [meta.model.encode_ordinary(t) for t in texts]
+    assert enc.encode_ordinary_batch(texts) == want
+    assert enc.count_batch(texts) == [len(w) for w in want]
+    assert [enc.count_till_limit(t, len(w)) for t, w in zip(texts, want)] == [len(w) for w in want]
+    assert all(enc.count_till_limit(t, len(w) - 1) is None for t, w in zip(texts, want))
+    assert [enc.encode_piece(t.encode()) for t in whole[:200]] == want[:200]
+
+
+def test_llama3_refuses_horizon_operations():
+    _meta(3)
+    enc = bpecore.get_encoding("llama3")
+    for call in (
+        lambda: enc.split_at("abc", 1),
+        lambda: enc.split_at_end("abc", 1),
+        lambda: enc.interval_counter("abc"),
+        enc.appendable_counter,
+        enc.prependable_counter,
+    ):
+        with pytest.raises(NotImplementedError, match="BPE never forms"):
+            call()
