@@ -5,11 +5,12 @@ ranks for Llama 3 (3, 3.1, 3.2, 3.3), 200,000 for Llama 4. Meta's ``Tokenizer`` 
 ``llama_models/llama3/tokenizer.py`` and ``llama4/tokenizer.py``) adds its special tokens after
 the ranks (256 for Llama 3, 2,048 for Llama 4, the unnamed ones ``<|reserved_special_token_N|>``)
 and splits text with one pattern: Llama 3's is tiktoken's cl100k regex as written before tiktoken
-0.8 rewrote it with possessive quantifiers (the same matches), Llama 4's is tiktoken's o200k regex
-verbatim; the encodings use CL100K_PATTERN and O200K_PATTERN. Llama 4 is a plain ``Encoding``
+0.8 rewrote it with possessive quantifiers (it cuts whitespace runs at the end of a text
+differently), Llama 4's is tiktoken's o200k regex verbatim; the encodings use Meta's strings
+(LLAMA3_PATTERN and O200K_PATTERN, each with a hand-written scanner). Llama 4 is a plain ``Encoding``
 (o200k scanner, every exact operation). Llama 3's ranks are not in merge order (``_reranked``)
 and 588 of its tokens are found only as whole pieces (``Vocab.enable_whole_pieces``): it counts
-and encodes in the compiled core like any ``Encoding`` (cl100k scanner); horizon operations are
+and encodes in the compiled core like any ``Encoding``; horizon operations are
 refused (``WholePieceEncoding``).
 
 ``encode_ordinary`` equals tiktoken on the same ranks, pattern and specials (`tokenizers` running
@@ -33,14 +34,9 @@ import re
 
 from bpecore.encoding import Encoding
 from bpecore.load import VocabError, parse_tiktoken, read_file, tiktoken_vocab
-from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN
+from bpecore.pretokenize import LLAMA3_PATTERN, O200K_PATTERN
 from bpecore.vocab import Vocab
 
-#: Meta's Llama 3 pattern as its tokenizer writes it; Encodings use CL100K_PATTERN (same pieces).
-LLAMA3_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
 #: Meta's Llama 4 pattern: tiktoken's o200k regex, character for character.
 LLAMA4_PATTERN = O200K_PATTERN
 
@@ -51,7 +47,8 @@ SHA256 = {
     3: "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55",
     4: "d0bdbaf59b0762c8c807617e2d8ea51420eb1b1de266df2495be755c8e0ed6ed",
 }
-_PATTERNS = {3: CL100K_PATTERN, 4: O200K_PATTERN}
+#: Meta's Llama 3 pattern as its tokenizer writes it (LLAMA3_PATTERN, a scanner of its own).
+_PATTERNS = {3: LLAMA3_PATTERN, 4: O200K_PATTERN}
 
 
 def _reserved(prefix: str, numbers: range) -> list[str]:
