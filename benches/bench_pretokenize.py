@@ -16,10 +16,25 @@ import regex
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the in-place build, if not installed
 from bpecore import pretokenize
-from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN, pattern_kind
+from bpecore.pretokenize import (
+    CL100K_PATTERN,
+    LLAMA3_PATTERN,
+    O200K_PATTERN,
+    QWEN2_PATTERN,
+    R50K_PATTERN,
+    TEKKEN_PATTERN,
+    pattern_kind,
+)
 
 CORPORA_DIR = Path(__file__).resolve().parents[2] / "shared" / "corpora"
-PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "r50k": R50K_PATTERN}
+PATTERNS = {
+    "cl100k": CL100K_PATTERN,
+    "o200k": O200K_PATTERN,
+    "r50k": R50K_PATTERN,
+    "llama3": LLAMA3_PATTERN,
+    "qwen2": QWEN2_PATTERN,
+    "tekken": TEKKEN_PATTERN,
+}
 RUNS = 5
 #: ~1 MB inputs that make the scanners work hardest: o200k reads each capitals run 3 times;
 #: 4-byte letters take the slowest decoding path.

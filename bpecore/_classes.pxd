@@ -9,6 +9,9 @@ cdef enum PatternKind:
     PAT_CL100K = 2    #: CL100K_PATTERN, hand-written scanner
     PAT_O200K = 3     #: O200K_PATTERN, hand-written scanner
     PAT_R50K = 4      #: R50K_PATTERN (gpt2, r50k, p50k), hand-written scanner
+    PAT_LLAMA3 = 5    #: LLAMA3_PATTERN (Meta's Llama 3 string): cl100k's words, o200k's whitespace
+    PAT_QWEN2 = 6     #: QWEN2_PATTERN: PAT_LLAMA3 with single digits
+    PAT_TEKKEN = 7    #: TEKKEN_PATTERN: O200K_PATTERN without contractions, single digits
 
 
 cdef extern from "bpecore/_unicode_tables.h":
@@ -27,3 +30,20 @@ cdef enum:
     F_UPPER = BPE_UT_LU | BPE_UT_LT | BPE_UT_LM | BPE_UT_LO | BPE_UT_M  #: o200k [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
     F_LOWER = BPE_UT_LL | BPE_UT_LM | BPE_UT_LO | BPE_UT_M             #: o200k [\p{Ll}\p{Lm}\p{Lo}\p{M}]
     F_BOTH = BPE_UT_LM | BPE_UT_LO | BPE_UT_M                          #: in both o200k classes
+
+
+cdef inline bint o200k_words(int kind) noexcept nogil:
+    """Words are O200K_PATTERN's (case runs, marks, \\p{L} prefix rules): o200k and Tekken."""
+    return kind == PAT_O200K or kind == PAT_TEKKEN
+
+
+cdef inline bint o200k_spaces(int kind) noexcept nogil:
+    """Whitespace is cut by ``\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`` (no ``\\s++$``): o200k, Llama 3's
+    and Qwen2's strings, Tekken."""
+    return kind == PAT_O200K or kind == PAT_LLAMA3 or kind == PAT_QWEN2 or kind == PAT_TEKKEN
+
+
+cdef inline bint leading_contraction(int kind) noexcept nogil:
+    """An apostrophe may start a contraction piece ('s 't 're 've 'm 'll 'd, any case): cl100k,
+    Llama 3's and Qwen2's strings."""
+    return kind == PAT_CL100K or kind == PAT_LLAMA3 or kind == PAT_QWEN2

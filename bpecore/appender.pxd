@@ -3,7 +3,7 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
-from bpecore._classes cimport BPE_UT_ASCII, BPE_UT_LL, BPE_UT_N, BPE_UT_WS, F_L, PAT_O200K
+from bpecore._classes cimport BPE_UT_ASCII, BPE_UT_LL, BPE_UT_N, BPE_UT_WS, F_L, o200k_spaces, o200k_words
 from bpecore.prefix cimport SuffixTrie
 from bpecore.vocab cimport Vocab, VocabView
 
@@ -101,7 +101,7 @@ cdef inline bint _end_word(Appender a, uint8_t c, uint8_t fl, size_t size) noexc
         return False
     if fl & BPE_UT_WS:
         if c == 0x0A or c == 0x0D:
-            if a.kind == PAT_O200K:
+            if o200k_spaces(a.kind):
                 return False
             a.shape_flag = True
         else:
@@ -142,21 +142,21 @@ cdef inline bint push_ascii(Appender a, uint8_t c) noexcept nogil:
         if x > MEMO_LEN or a.last.size() != <size_t>x or a.memo.size() == 0:
             return False
         if a.shape == SHAPE_WORD:
-            if a.kind == PAT_O200K:
+            if o200k_words(a.kind):
                 if fl & BPE_UT_LL:
                     a.shape_flag = True
                 elif a.shape_flag:
                     return False
         elif a.shape == SHAPE_SPACE and x == 2 and a.buf[size - 1] == 0x20:
             a.shape = SHAPE_WORD
-            a.shape_flag = a.kind == PAT_O200K and (fl & BPE_UT_LL) != 0
+            a.shape_flag = o200k_words(a.kind) and (fl & BPE_UT_LL) != 0
         else:
             return False
     elif a.shape == SHAPE_SPACE and fl & BPE_UT_WS:
         # whitespace lengthens whitespace (o200k: after a newline, only a newline does)
         if x > MEMO_LEN or a.last.size() != <size_t>x or a.memo.size() == 0:
             return False
-        if a.kind == PAT_O200K:
+        if o200k_spaces(a.kind):
             if c == 0x0A or c == 0x0D:
                 a.shape_flag = True
             elif a.shape_flag:

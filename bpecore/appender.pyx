@@ -33,8 +33,8 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
 
 from bpecore._classes cimport (
-    BPE_UT_LT, BPE_UT_LU, BPE_UT_M, BPE_UT_N, BPE_UT_WS, F_L, F_LOWER, PAT_CL100K, PAT_NONE, PAT_O200K, PAT_R50K,
-    PAT_REGEX,
+    BPE_UT_LT, BPE_UT_LU, BPE_UT_M, BPE_UT_N, BPE_UT_WS, F_L, F_LOWER, PAT_NONE, PAT_R50K,
+    PAT_REGEX, leading_contraction, o200k_spaces, o200k_words,
 )
 from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_bytes, encode_piece
@@ -181,7 +181,7 @@ cdef class Appender:
         cdef const uint8_t* s = self.buf.data()
         cdef Py_ssize_t n = self.buf.size(), p = self.frontier, w, nl = -1
         self.ws_mode = False
-        if self.kind != PAT_O200K or p >= n:
+        if not o200k_spaces(self.kind) or p >= n:
             return
         while p < n:
             if not (char_flags(s, p, &w) & BPE_UT_WS):
@@ -265,7 +265,7 @@ cdef class Appender:
             self._append(&c, 1)
             self._extend_last()
             self.shape = SHAPE_WORD
-            self.shape_flag = self.kind == PAT_O200K and (fl & F_LOWER) != 0
+            self.shape_flag = o200k_words(self.kind) and (fl & F_LOWER) != 0
             return True
         return False
 
@@ -274,16 +274,16 @@ cdef class Appender:
         if self.n_mid != 0 or self.frontier != self.last_start:
             return False
         if self.shape == SHAPE_WORD:
-            if self.kind != PAT_O200K:
+            if not o200k_words(self.kind):
                 return (fl & F_L) != 0
             if fl & F_LOWER:
                 self.shape_flag = True
                 return True
             return (fl & (BPE_UT_LU | BPE_UT_LT)) != 0 and not self.shape_flag
         if self.shape == SHAPE_PUNCT:
-            return not (fl & (F_L | BPE_UT_N | BPE_UT_WS)) and not (self.kind == PAT_O200K and (fl & BPE_UT_M))
+            return not (fl & (F_L | BPE_UT_N | BPE_UT_WS)) and not (o200k_words(self.kind) and (fl & BPE_UT_M))
         if self.shape == SHAPE_SPACE and (fl & BPE_UT_WS):
-            if self.kind != PAT_O200K:
+            if not o200k_spaces(self.kind):
                 return True
             if c[0] == 0x0A or c[0] == 0x0D:
                 self.shape_flag = True
@@ -313,7 +313,7 @@ cdef class Appender:
             q = p0
         elif c0 == 0x0A or c0 == 0x0D or (fl0 & BPE_UT_N):
             return
-        elif self.kind == PAT_O200K and (fl0 & BPE_UT_M):
+        elif o200k_words(self.kind) and (fl0 & BPE_UT_M):
             return
         else:
             # a one-character prefix: " " (r50k), [^\r\n\p{L}\p{N}] (cl100k, o200k)
@@ -326,18 +326,18 @@ cdef class Appender:
             q = p0 + 1 if c0 == 0x20 else p0
             while q < n:
                 fl = char_flags(s, q, &w)
-                if fl & (F_L | BPE_UT_N | BPE_UT_WS) or (self.kind == PAT_O200K and (fl & BPE_UT_M)):
+                if fl & (F_L | BPE_UT_N | BPE_UT_WS) or (o200k_words(self.kind) and (fl & BPE_UT_M)):
                     return
                 q += w
             self.shape = SHAPE_PUNCT
             return
-        if self.kind == PAT_CL100K and c0 == 0x27 and q == p0 + w0:
+        if leading_contraction(self.kind) and c0 == 0x27 and q == p0 + w0:
             return  # an apostrophe before letters may be a contraction
         if self.kind == PAT_R50K and not (fl0 & F_L) and c0 != 0x20:
             return  # r50k words take no prefix but a space
         while q < n:
             fl = char_flags(s, q, &w)
-            if self.kind == PAT_O200K:
+            if o200k_words(self.kind):
                 if not (fl & (F_L | BPE_UT_M)):
                     return
                 if fl & F_LOWER:

@@ -51,6 +51,7 @@ from bpecore._classes cimport PAT_NONE, PAT_REGEX
 from bpecore.pretokenize cimport next_piece_end, next_piece_ends
 from bpecore.vocab cimport (
     PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, load_head, lookup_piece, lookup_piece_hashed,
+    lookup_whole,
     bytes_stay_apart, mul_hash, next_match, piece_hash, spine_rejects, step3_passes, token_len,
 )
 
@@ -158,9 +159,15 @@ cdef void longest_matches(const VocabView* v, const uint8_t* p, Py_ssize_t n,
 
 cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                 vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
-    """encode_piece without the whole-piece lookup (n >= 1)."""
+    """encode_piece without the whole-piece lookup of reachable tokens (n >= 1)."""
+    cdef uint32_t token
     if 2 <= n <= SHORT_PIECE:
         return backtrack_short(v, p, n, out)
+    if v.n_whole_only and n > 1:
+        token = lookup_whole(v, p, n)
+        if token != NO_TOKEN:
+            out.push_back(token)
+            return 1
     if (is_space(p[0]) and is_space(p[n - 1])) or (n > PAIR_MEMO and few_distinct_bytes(p)):
         return backtrack_memo(v, p, n, out, bits)
     return backtrack_long(v, p, n, out, bits)
@@ -273,6 +280,9 @@ cdef Py_ssize_t short_tokens_probed(const VocabView* v, const uint8_t* p, Py_ssi
 cdef Py_ssize_t short_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                              uint32_t* stack) noexcept nogil:
     """BPE of p[:n] (2 <= n <= SHORT_PIECE, not itself a token or not) into stack[:k]; returns k.
+    A vocab with WHOLE_ONLY tokens (Vocab.enable_whole_pieces) first looks p[:n] up among them
+    (here and in backtrack_piece, off encode_text's loop: other vocabs pay one test per piece
+    that is not a token).
 
     Longest matches of all positions first (longest_matches); the token stack, the last token and
     the dead-end bits (one word: bit i clear = position i is a dead end) stay in registers and
@@ -283,6 +293,11 @@ cdef Py_ssize_t short_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
     cdef uint32_t last = NO_TOKEN, shorter, token
     cdef uint64_t alive = <uint64_t>0xFFFFFFFFFFFFFFFFULL
     cdef uint32_t best[SHORT_PIECE]
+    if v.n_whole_only:
+        token = lookup_whole(v, p, n)
+        if token != NO_TOKEN:
+            stack[0] = token
+            return 1
     if n <= PROBE_PIECE and word_shaped(p, n):
         return short_tokens_probed(v, p, n, stack)
     longest_matches(v, p, n, best)

@@ -54,7 +54,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
-from bpecore._classes cimport BPE_UT_N, F_L, PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX
+from bpecore._classes cimport BPE_UT_N, F_L, PAT_NONE, PAT_R50K, PAT_REGEX, o200k_words
 from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
 from bpecore.pretokenize cimport char_flags_fast, next_piece_end, piece_horizon
@@ -97,15 +97,15 @@ cdef enum:
 cdef inline Py_ssize_t _horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t e) noexcept nogil:
     """piece_horizon of the piece [pos, e) just cut from s[:n], without rescanning word pieces.
 
-    cl100k and r50k cut a piece that starts with a letter, or with one prefix character (cl100k:
+    cl100k, r50k, Llama 3 and Qwen2 cut a piece that starts with a letter, or with one prefix character (cl100k:
     not \\r, \\n, a letter, a digit or an apostrophe; r50k: a space) before a letter, as the whole
     letter run: piece_horizon's letter run then ends at e and its whitespace run (if any) at the
-    prefix, so the horizon is max(e + 1, pos + 4). Every other piece (and o200k) asks piece_horizon.
+    prefix, so the horizon is max(e + 1, pos + 4). Every other piece (and o200k, Tekken) asks piece_horizon.
     """
     cdef Py_ssize_t w, w2
     cdef uint8_t f, c = s[pos]
     cdef Py_ssize_t h = e + 1 if e + 1 > pos + 4 else pos + 4
-    if kind == PAT_O200K:
+    if o200k_words(kind):
         return piece_horizon(kind, s, n, pos, e)
     f = char_flags_fast(s, pos, &w)
     if f & F_L:

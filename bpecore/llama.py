@@ -5,11 +5,13 @@ ranks for Llama 3 (3, 3.1, 3.2, 3.3), 200,000 for Llama 4. Meta's ``Tokenizer`` 
 ``llama_models/llama3/tokenizer.py`` and ``llama4/tokenizer.py``) adds its special tokens after
 the ranks (256 for Llama 3, 2,048 for Llama 4, the unnamed ones ``<|reserved_special_token_N|>``)
 and splits text with one pattern: Llama 3's is tiktoken's cl100k regex as written before tiktoken
-0.8 rewrote it with possessive quantifiers (the same matches), Llama 4's is tiktoken's o200k regex
-verbatim; the encodings use CL100K_PATTERN and O200K_PATTERN. Llama 4 is a plain ``Encoding``
-(o200k scanner, every exact operation). Llama 3's ranks are not in merge order (``_reranked``):
-it counts and encodes in the compiled core (cl100k scanner) and corrects the pieces that are
-whole-piece tokens; horizon operations take ``bpecore.hf``'s slower exact path.
+0.8 rewrote it with possessive quantifiers (it cuts whitespace runs at the end of a text
+differently), Llama 4's is tiktoken's o200k regex verbatim; the encodings use Meta's strings
+(LLAMA3_PATTERN and O200K_PATTERN, each with a hand-written scanner). Llama 4 is a plain ``Encoding``
+(o200k scanner, every exact operation). Llama 3's ranks are not in merge order (``_reranked``)
+and 588 of its tokens are found only as whole pieces (``Vocab.enable_whole_pieces``): it counts
+and encodes in the compiled core like any ``Encoding``; the horizon operations run compiled on a
+text where none of those 588 occurs, else on a slower exact path (``WholePieceEncoding``).
 
 ``encode_ordinary`` equals tiktoken on the same ranks, pattern and specials (`tokenizers` running
 Meta's Llama 3 string cuts some whitespace runs differently, so Hugging Face's Llama 3
@@ -30,16 +32,11 @@ import importlib.util
 import os
 import re
 
-from bpecore.encoding import Encoding
+from bpecore.encoding import Encoding, _RecountingCounter, _valid
 from bpecore.load import VocabError, parse_tiktoken, read_file, tiktoken_vocab
-from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN
+from bpecore.pretokenize import LLAMA3_PATTERN, O200K_PATTERN
 from bpecore.vocab import Vocab
 
-#: Meta's Llama 3 pattern as its tokenizer writes it; Encodings use CL100K_PATTERN (same pieces).
-LLAMA3_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
 #: Meta's Llama 4 pattern: tiktoken's o200k regex, character for character.
 LLAMA4_PATTERN = O200K_PATTERN
 
@@ -50,7 +47,8 @@ SHA256 = {
     3: "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55",
     4: "d0bdbaf59b0762c8c807617e2d8ea51420eb1b1de266df2495be755c8e0ed6ed",
 }
-_PATTERNS = {3: CL100K_PATTERN, 4: O200K_PATTERN}
+#: Meta's Llama 3 pattern as its tokenizer writes it (LLAMA3_PATTERN, a scanner of its own).
+_PATTERNS = {3: LLAMA3_PATTERN, 4: O200K_PATTERN}
 
 
 def _reserved(prefix: str, numbers: range) -> list[str]:
@@ -226,105 +224,101 @@ def _reranked(ranks: dict[bytes, int], source: str) -> tuple[Vocab, dict[bytes, 
     return vocab, whole
 
 
+class WholePieceEncoding(Encoding):
+    """An ``Encoding`` whose vocab has tokens BPE never forms, found as whole pieces in the core
+    (``Vocab.enable_whole_pieces``, as tiktoken looks a piece up before BPE): count, encode,
+    count_till_limit and the batch calls are compiled and exact.
+
+    The horizon tables count a piece's prefixes and suffixes by BPE alone, so they are exact only
+    where no piece can spell a whole-piece token: on a text in which none of those tokens occurs
+    (one search), ``split_at``, ``split_at_end`` and ``interval_counter`` run compiled; otherwise
+    they count candidates (``split_at``: only prefixes within ``n`` tokens' worth of bytes) or
+    queried slices, slower and as exact. The streaming counters recount the text per push.
+    """
+
+    _whole_rx: re.Pattern[bytes] | None = None
+
+    def _spells_whole(self, text: str) -> bool:
+        """Whether a whole-piece-only token occurs anywhere in ``text`` (so some piece of ``text``
+        or of one of its slices may be that token)."""
+        return (
+            self._whole_rx is not None and self._whole_rx.search(text.encode("utf-8")) is not None
+        )
+
+    def _byte_window(self, chars, n: int) -> int:
+        """How many of ``chars`` fit in ``n`` tokens' worth of bytes (a token covers at most
+        ``max_token_len`` of them), so no longer prefix can count ``n`` or fewer."""
+        cap, used = n * self._vocab.max_token_len, 0
+        for k, char in enumerate(chars):
+            used += len(char.encode("utf-8"))
+            if used > cap:
+                return k
+        return len(chars)
+
+    def split_at(self, text: str, n: int) -> int:
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        text = _valid(text)
+        window = text[: self._byte_window(text, n)]
+        if not self._spells_whole(window):
+            return super().split_at(window, n)
+        for k in range(len(window), 0, -1):  # the longest candidate that fits
+            if self.count_till_limit(window[:k], n) is not None:
+                return k
+        return 0
+
+    def split_at_end(self, text: str, n: int) -> int:
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        text = _valid(text)
+        start = len(text) - self._byte_window(text[::-1], n)
+        window = text[start:]
+        if not self._spells_whole(window):
+            return start + super().split_at_end(window, n)
+        for k in range(start, len(text)):  # the longest candidate that fits
+            if self.count_till_limit(text[k:], n) is not None:
+                return k
+        return len(text)
+
+    def interval_counter(self, text: str, *, piece_tables: bool = True):
+        text = _valid(text)
+        if not self._spells_whole(text):
+            return super().interval_counter(text, piece_tables=piece_tables)
+        from bpecore.hf import _SliceCounter
+
+        return _SliceCounter(self, text, piece_tables)
+
+    def appendable_counter(self):
+        return _RecountingCounter(self)
+
+    def prependable_counter(self):
+        from bpecore.hf import _PrependCounter
+
+        return _PrependCounter(self)
+
+    def _refuse(self, op: str):
+        raise NotImplementedError(
+            f"{op} is not available for {self.name!r}: its vocab has tokens BPE never forms "
+            "(a piece that spells one is that token), which a rank file cannot say"
+        )
+
+    def save_tiktoken(self, path) -> str:
+        self._refuse("save_tiktoken")
+
+    def save_hf(self, path) -> str:
+        self._refuse("save_hf")
+
+
 def _whole_piece_encoding(
     name: str, vocab: Vocab, pattern: str, specials: dict[str, int], whole: dict[bytes, int]
 ) -> Encoding:
-    """The encoding of a reranked file: `bpecore.hf`'s pipeline with one regex split and tiktoken's
-    whole-piece lookup (count and encode exact; horizon operations on `HFEncoding`'s slower
-    exact path)."""
-    import bisect
-
-    import regex
-
-    from bpecore.backtrack import BacktrackEncoder
-    from bpecore.encoding import _valid
-    from bpecore.hf import HFEncoding, _Added, _split_stage
-    from bpecore.pretokenize import piece_ends
-
-    added = [
-        _Added(
-            {"id": tid, "content": s, "special": True, "normalized": False},
-            name,
-        )
-        for s, tid in specials.items()
-    ]
-    stages = [_split_stage(regex.compile(pattern), "Isolated", False)]
-
-    class WholePieceEncoding(HFEncoding):
-        """Counts and encodes in the compiled core with the pattern's scanner, then corrects the
-        pieces that are whole-piece tokens (one token each, where BPE gives several).
-        ``encode`` with allowed special tokens runs `bpecore.hf`'s pipeline."""
-
-        def _hits(self, data: bytes) -> tuple[list[int], list[tuple[int, int]]]:
-            """(piece ends, (start, end) of each piece that is a whole-piece token)."""
-            ends = piece_ends(pattern, data)
-            hits = [
-                (start, end)
-                for start, end in zip([0, *ends], ends)
-                if end - start in lengths and data[start:end] in whole
-            ]
-            return ends, hits
-
-        def count(self, text: str) -> int:
-            text = _valid(text)
-            if not text:
-                return 0
-            data = text.encode("utf-8")
-            total = pieces_core.count(text)
-            for start, end in self._hits(data)[1]:
-                total += 1 - self._core.count(data[start:end].decode("utf-8"))
-            return total
-
-        def count_till_limit(self, text: str, limit: int) -> int | None:
-            n = self.count(text)
-            return n if n <= limit else None
-
-        def encode_ordinary(self, text: str) -> list[int]:
-            text = _valid(text)
-            if not text:
-                return []
-            data = text.encode("utf-8")
-            ends, hits = self._hits(data)
-            if not hits:
-                return pieces_core.encode(text)
-            out: list[int] = []
-            done = 0
-            for start, end in hits:
-                out += self._between(data, done, start, ends)
-                out.append(whole[data[start:end]])
-                done = end
-            return out + self._between(data, done, len(data), ends)
-
-        def _between(self, data: bytes, a: int, b: int, ends: list[int]) -> list[int]:
-            """Ids of the whole text's pieces in ``data[a:b]`` (a and b are piece bounds): the
-            slice encoded alone when the scanner cuts it as the whole text does, else per piece."""
-            if a == b:
-                return []
-            own = ends[bisect.bisect_right(ends, a) : bisect.bisect_right(ends, b)]
-            seg = data[a:b]
-            if piece_ends(pattern, seg) == [x - a for x in own]:
-                return pieces_core.encode(seg.decode("utf-8"))
-            out: list[int] = []
-            for start, end in zip([a, *own], own):
-                out += self._core.encode(data[start:end].decode("utf-8"))
-            return out
-
-        def encode(
-            self, text: str, *, allowed_special=frozenset(), disallowed_special="all"
-        ) -> list[int]:
-            allowed = self._check_special(text, allowed_special, disallowed_special)
-            heads = {s[:2] for s in allowed}  # Meta's all start with "<|": one search, not 256
-            if not any(h in text for h in heads) or not any(s in text for s in allowed):
-                return self.encode_ordinary(text)
-            return super().encode(
-                text, allowed_special=allowed_special, disallowed_special=disallowed_special
-            )
-
-    pieces_core = BacktrackEncoder(vocab, pattern)
-    lengths = frozenset(map(len, whole))
-    return WholePieceEncoding(
-        name, vocab, normalizer=None, stages=stages, added=added, whole=whole, pattern=pattern
-    )
+    """The encoding of a reranked file: its unreachable tokens entered as whole pieces."""
+    vocab.enable_whole_pieces()
+    enc = WholePieceEncoding(name, None, pattern, specials, vocab=vocab)
+    if whole:
+        longest_first = sorted(whole, key=len, reverse=True)
+        enc._whole_rx = re.compile(b"|".join(map(re.escape, longest_first)))
+    return enc
 
 
 def installed_path(version: int) -> str:

@@ -1,6 +1,9 @@
 CL100K_PATTERN: str
 O200K_PATTERN: str
 R50K_PATTERN: str
+LLAMA3_PATTERN: str
+QWEN2_PATTERN: str
+TEKKEN_PATTERN: str
 TABLES_REGEX_VERSION: str
 
 def pattern_kind(pattern: str | None) -> int: ...

@@ -2,7 +2,8 @@
 
 ``next_piece_end(kind, s, n, pos)`` returns the end (byte offset) of the piece that starts at
 ``pos`` in the valid UTF-8 text ``s[:n]``, exactly where ``regex.finditer(pattern, text)`` would
-end it. The shipped patterns (CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN) have hand-written
+end it. The shipped patterns (CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN) and the open models'
+(LLAMA3_PATTERN, QWEN2_PATTERN, TEKKEN_PATTERN: variants of the first two) have hand-written
 scanners over the UTF-8 bytes; character classes come from ``_unicode_tables.h``, measured from
 the `regex` module itself (scripts/gen_unicode_tables.py). Any other pattern (PAT_REGEX) is cut
 by `regex` in ``BacktrackEncoder._pieces``; PAT_NONE makes the whole text one piece.
@@ -39,7 +40,8 @@ from libcpp.vector cimport vector
 
 from bpecore._classes cimport (
     BPE_UT_ASCII, BPE_UT_LL, BPE_UT_LM, BPE_UT_LO, BPE_UT_LT, BPE_UT_LU, BPE_UT_M, BPE_UT_N, BPE_UT_WS, F_BOTH, F_L,
-    F_LN, F_LNS, F_LOWER, F_UPPER, PAT_CL100K, PAT_NONE, PAT_O200K, PAT_R50K, PAT_REGEX,
+    F_LN, F_LNS, F_LOWER, F_UPPER, PAT_CL100K, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX,
+    PAT_TEKKEN, o200k_words,
 )
 from bpecore._simd cimport BPE_SWAR, bpe_ctz64
 
@@ -66,7 +68,32 @@ O200K_PATTERN = "|".join([
 ])
 R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 
-_SCANNED = {CL100K_PATTERN: PAT_CL100K, O200K_PATTERN: PAT_O200K, R50K_PATTERN: PAT_R50K}
+#: Open-model patterns as their files write them (Meta's Llama 3 tokenizer and Hugging Face
+#: Llama 3 files; Qwen2, 2.5 and 3; Mistral's Tekken). Each has a scanner: the differential tests
+#: check it against `regex` on the corpora and generated text.
+LLAMA3_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN2_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+TEKKEN_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*""",
+    r"""\p{N}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+
+_SCANNED = {
+    CL100K_PATTERN: PAT_CL100K, O200K_PATTERN: PAT_O200K, R50K_PATTERN: PAT_R50K,
+    LLAMA3_PATTERN: PAT_LLAMA3, QWEN2_PATTERN: PAT_QWEN2, TEKKEN_PATTERN: PAT_TEKKEN,
+}
+_SCANNER_KINDS = frozenset(_SCANNED.values())
 
 #: regex version the character tables were measured from (scripts/gen_unicode_tables.py).
 TABLES_REGEX_VERSION = BPE_UT_REGEX_VERSION.decode("ascii")
@@ -198,11 +225,11 @@ cdef inline Py_ssize_t newlines_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t i
     return i
 
 
-cdef inline Py_ssize_t digits_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
-    """End of ``\\p{N}{1,3}`` from byte ``i`` (which is \\p{N})."""
+cdef inline Py_ssize_t digits_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t i, int most) noexcept nogil:
+    """End of ``\\p{N}{1,most}`` from byte ``i`` (which is \\p{N})."""
     cdef Py_ssize_t w
     cdef int k
-    for k in range(3):
+    for k in range(most):
         if i >= n or not (flags_at(s, i, &w) & BPE_UT_N):
             break
         i += w
@@ -247,7 +274,7 @@ cdef inline Py_ssize_t cl100k_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos
     if f & F_L:                                   # [^\r\n\p{L}\p{N}]?+\p{L}++, prefix empty
         return run_any(s, n, pos + w, F_L)
     if f & BPE_UT_N:                              # \p{N}{1,3}+
-        return digits_end(s, n, pos)
+        return digits_end(s, n, pos, 3)
     if c == 0x27:                                 # '(?i:[sdmt]|ll|ve|re)
         e = contraction_end(s, n, pos, True)
         if e >= 0:
@@ -347,7 +374,7 @@ cdef inline Py_ssize_t o200k_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos)
         w2 = contraction_end(s, n, e, True)
         return w2 if w2 >= 0 else e
     if f & BPE_UT_N:                              # \p{N}{1,3}
-        return digits_end(s, n, pos)
+        return digits_end(s, n, pos, 3)
     if not (f & BPE_UT_WS):                       # ?[^\s\p{L}\p{N}]+[\r\n/]*, no space
         return newlines_end(s, n, run_none(s, n, pos + w, F_LNS), True)
     if c == 0x20 and pos + 1 < n and not (flags_at(s, pos + 1, &w2) & F_LNS):   # ... with it
@@ -358,6 +385,68 @@ cdef inline Py_ssize_t o200k_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos)
     if e == n or last == pos:                     # \s+(?!\S) at the end; \s+ of one character
         return e
     return last                                   # \s+(?!\S)
+
+
+cdef Py_ssize_t llama3_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, int most) noexcept nogil:
+    """LLAMA3_PATTERN (``most`` = 3) and QWEN2_PATTERN (1), alternatives tried in order. Up to the
+    whitespace they cut as cl100k_end does (without possessive quantifiers, nothing after them
+    could make `regex` backtrack into them); whitespace as o200k_end (no ``\\s++$``)."""
+    cdef Py_ssize_t w, w2 = 0, e, last = pos, newline
+    cdef uint8_t c = s[pos]
+    cdef uint8_t f = flags_at(s, pos, &w), f2 = BPE_UT_WS
+    if f & F_L:                                   # [^\r\n\p{L}\p{N}]?\p{L}+, prefix empty
+        return run_any(s, n, pos + w, F_L)
+    if f & BPE_UT_N:                              # \p{N}{1,most}
+        return digits_end(s, n, pos, most)
+    if c == 0x27:                                 # (?i:'s|'t|'re|'ve|'m|'ll|'d)
+        e = contraction_end(s, n, pos, True)
+        if e >= 0:
+            return e
+    if pos + w < n:
+        f2 = flags_at(s, pos + w, &w2)
+    if (f2 & F_L) and c != 0x0A and c != 0x0D:    # one prefix character
+        return run_any(s, n, pos + w + w2, F_L)
+    if not (f & BPE_UT_WS):                       # ?[^\s\p{L}\p{N}]+[\r\n]*, no space
+        return newlines_end(s, n, run_none(s, n, pos + w, F_LNS), False)
+    if c == 0x20 and not (f2 & F_LNS):            # ... with the space
+        return newlines_end(s, n, run_none(s, n, pos + 1 + w2, F_LNS), False)
+    e = space_run(s, n, pos, &last, &newline)
+    if newline >= 0:                              # \s*[\r\n]+
+        return newline
+    if e == n or last == pos:                     # \s+(?!\S) at the end; \s+ of one character
+        return e
+    return last                                   # \s+(?!\S)
+
+
+cdef Py_ssize_t tekken_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """TEKKEN_PATTERN: o200k_end without the contraction suffix, with single digits."""
+    cdef Py_ssize_t w, w2, e = -1, last = pos, newline, upper1 = 0, upper0
+    cdef uint8_t c = s[pos]
+    cdef uint8_t f = flags_at(s, pos, &w)
+    cdef bint prefix = c != 0x0A and c != 0x0D and not (f & F_LN) and pos + w < n
+    if prefix:
+        e = o200k_word(s, n, pos + w, &upper1)
+    if e < 0:
+        e = o200k_word(s, n, pos, &upper0)
+        if e < 0:                                 # second word alternative: UPPER+ LOWER*
+            if prefix and upper1 > pos + w:
+                e = upper1
+            elif upper0 > pos:
+                e = upper0
+    if e >= 0:
+        return e
+    if f & BPE_UT_N:                              # \p{N}
+        return pos + w
+    if not (f & BPE_UT_WS):                       # ?[^\s\p{L}\p{N}]+[\r\n/]*, no space
+        return newlines_end(s, n, run_none(s, n, pos + w, F_LNS), True)
+    if c == 0x20 and pos + 1 < n and not (flags_at(s, pos + 1, &w2) & F_LNS):   # ... with it
+        return newlines_end(s, n, run_none(s, n, pos + 1 + w2, F_LNS), True)
+    e = space_run(s, n, pos, &last, &newline)
+    if newline >= 0:                              # \s*[\r\n]+
+        return newline
+    if e == n or last == pos:
+        return e
+    return last
 
 
 cdef inline Py_ssize_t cl100k_ascii_word(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
@@ -506,6 +595,99 @@ cdef inline Py_ssize_t o200k_ascii_other(const uint8_t* s, Py_ssize_t n, Py_ssiz
     return last
 
 
+# The open-model kinds (Llama 3's and Qwen2's strings, Tekken) have their own copies of the ASCII
+# fast paths and their own batch loop: sharing cl100k's and o200k's made gcc stop inlining
+# o200k_ascii_other into next_piece_ends (o200k code count +1.2% Ir; docs/perf/pretokenize.md).
+
+cdef inline Py_ssize_t llama3_ascii_word(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """cl100k_ascii_word for LLAMA3_PATTERN and QWEN2_PATTERN (their word alternatives are cl100k's)."""
+    cdef uint32_t c = s[pos]
+    if c >= 0x80:
+        return -1
+    if BPE_UT_ASCII[c] & F_L:
+        return run_any(s, n, pos + 1, F_L)
+    if (BPE_UT_ASCII[c] & BPE_UT_N) or c == 0x27 or c == 0x0A or c == 0x0D or pos + 1 >= n:
+        return -1
+    c = s[pos + 1]
+    if c < 0x80 and (BPE_UT_ASCII[c] & F_L):
+        return run_any(s, n, pos + 2, F_L)
+    return -1
+
+
+cdef inline Py_ssize_t tekken_ascii_piece(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """o200k_ascii_word then o200k_ascii_other for TEKKEN_PATTERN: words without the contraction
+    suffix, single digits; -1 where those would give up."""
+    cdef Py_ssize_t i = pos + 1, last = pos, newline = -1
+    cdef uint8_t start, k0, k1 = K_NEWLINE, k
+    if pos + 2 < n:
+        start = O200K_WORD[O200K_CLASS[s[pos]] | (O200K_CLASS[s[pos + 1]] << 2) | (O200K_CLASS[s[pos + 2]] << 4)]
+        if start != 0:
+            return run_any(s, n, pos + start, F_LOWER)
+    k0 = O200K_KIND[s[pos]]
+    if k0 == K_DIGIT:
+        return pos + 1
+    if k0 == K_WIDE or k0 == K_LOWER or k0 == K_UPPER:
+        return -1
+    if i < n:
+        k1 = O200K_KIND[s[i]]
+    if k0 != K_NEWLINE and (k1 == K_LOWER or k1 == K_UPPER or k1 == K_WIDE):
+        return -1
+    if k0 == K_PUNCT or (s[pos] == 0x20 and k1 == K_PUNCT):
+        if k0 != K_PUNCT:
+            i += 1
+        while i < n and O200K_KIND[s[i]] == K_PUNCT:
+            i += 1
+        if i < n and O200K_KIND[s[i]] == K_WIDE:
+            return -1
+        return newlines_end(s, n, i, True)
+    i = pos
+    while i < n:
+        k = O200K_KIND[s[i]]
+        if k == K_NEWLINE:
+            newline = i + 1
+        elif k != K_SPACE:
+            if k == K_WIDE:
+                return -1
+            break
+        last = i
+        i += 1
+    if newline >= 0:
+        return newline
+    if i == n or last == pos:
+        return i
+    return last
+
+
+cdef Py_ssize_t open_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """next_piece_end for PAT_LLAMA3, PAT_QWEN2 and PAT_TEKKEN."""
+    cdef Py_ssize_t e
+    if kind == PAT_TEKKEN:
+        e = tekken_ascii_piece(s, n, pos)
+        return e if e >= 0 else tekken_end(s, n, pos)
+    e = llama3_ascii_word(s, n, pos)
+    return e if e >= 0 else llama3_end(s, n, pos, 3 if kind == PAT_LLAMA3 else 1)
+
+
+cdef Py_ssize_t open_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
+                                Py_ssize_t* ends, Py_ssize_t k) noexcept nogil:
+    """next_piece_ends for PAT_LLAMA3, PAT_QWEN2 and PAT_TEKKEN."""
+    cdef Py_ssize_t j = 0, e
+    cdef int most = 3 if kind == PAT_LLAMA3 else 1
+    if kind == PAT_TEKKEN:
+        while j < k and pos < n:
+            e = tekken_ascii_piece(s, n, pos)
+            pos = e if e >= 0 else tekken_end(s, n, pos)
+            ends[j] = pos
+            j += 1
+        return j
+    while j < k and pos < n:
+        e = llama3_ascii_word(s, n, pos)
+        pos = e if e >= 0 else llama3_end(s, n, pos, most)
+        ends[j] = pos
+        j += 1
+    return j
+
+
 cdef Py_ssize_t next_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
     cdef Py_ssize_t e
     if kind == PAT_CL100K:
@@ -518,6 +700,8 @@ cdef Py_ssize_t next_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssiz
         return e if e >= 0 else o200k_end(s, n, pos)
     if kind == PAT_R50K:
         return r50k_end(s, n, pos)
+    if kind >= PAT_LLAMA3:
+        return open_piece_end(kind, s, n, pos)
     return n
 
 
@@ -545,6 +729,8 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
             pos = r50k_end(s, n, pos)
             ends[j] = pos
             j += 1
+    elif kind >= PAT_LLAMA3:
+        j = open_piece_ends(kind, s, n, pos, ends, k)
     elif pos < n and k > 0:
         ends[0] = n
         j = 1
@@ -582,7 +768,7 @@ cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize
     cdef bint prefix = (s[start] == 0x20 if kind == PAT_R50K else
                         not (fl & (F_L | BPE_UT_N)) and s[start] != 0x0A and s[start] != 0x0D)
     cdef int k
-    if kind == PAT_O200K:
+    if o200k_words(kind):
         for k in range(2):
             if k == 1 and not prefix:
                 break
@@ -609,7 +795,8 @@ cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize
 def pattern_kind(pattern):
     """The PatternKind that cuts ``pattern``: a hand-written scanner, the regex fallback or none.
 
-    Only the exact strings CL100K_PATTERN, O200K_PATTERN and R50K_PATTERN get a scanner.
+    Only the exact strings CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN, LLAMA3_PATTERN,
+    QWEN2_PATTERN and TEKKEN_PATTERN get a scanner.
     """
     if pattern is None:
         return PAT_NONE
@@ -622,7 +809,7 @@ cdef int _kind_of(kind_or_pattern) except -1:
     if kind_or_pattern is None or isinstance(kind_or_pattern, str):
         return pattern_kind(kind_or_pattern)
     kind = int(kind_or_pattern)
-    if kind not in (PAT_NONE, PAT_CL100K, PAT_O200K, PAT_R50K):
+    if kind != PAT_NONE and kind not in _SCANNER_KINDS:
         raise ValueError("pattern kind %r has no scanner; pass the pattern itself" % (kind_or_pattern,))
     return kind
 
@@ -720,7 +907,7 @@ def _flags_table():
 def _count_pieces(int kind, const uint8_t[::1] utf8):
     """Number of pieces of the valid UTF-8 ``utf8`` (scanner kinds only); the scanner alone, for benches."""
     cdef Py_ssize_t pos = 0, n = utf8.shape[0], count = 0
-    if kind not in (PAT_CL100K, PAT_O200K, PAT_R50K):
+    if kind not in _SCANNER_KINDS:
         raise ValueError("pattern kind %r has no scanner" % kind)
     if n == 0:
         return 0

@@ -10,7 +10,14 @@ cdef struct PieceEntry:
     # to 8 bytes reads this cache line and nothing else.
     uint64_t head                   #: first min(len, 8) bytes, little-endian, zero padded
     uint32_t token                  #: the token (NO_TOKEN = empty slot)
-    uint32_t len                    #: its length in bytes
+    uint32_t len                    #: its length in bytes, | WHOLE_ONLY for a whole-piece-only token
+
+
+cdef enum:
+    # PieceEntry.len flag of an unreachable token that a piece is when it spells it (tiktoken looks
+    # a piece up before BPE; Vocab.enable_whole_pieces): lookup_piece never matches such an entry,
+    # lookup_whole does.
+    WHOLE_ONLY = 0x80000000
 
 
 cdef struct TrieEntry:
@@ -62,6 +69,7 @@ cdef struct VocabView:
     const uint64_t* piece_tails     #: pieces[i]'s token's last 8 bytes when it is over 8 bytes long (same slots)
     const uint64_t* step3_filter    #: bit mul_hash(key) >> step3_shift set for every trie key below a first2 node
     uint32_t step3_shift
+    uint32_t n_whole_only           #: WHOLE_ONLY entries in pieces (Vocab.enable_whole_pieces), usually 0
 
 
 cdef inline uint64_t load_head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -114,6 +122,34 @@ cdef inline uint32_t lookup_piece_hashed(const VocabView* v, const uint8_t* p, P
             if n <= 8 or tail_equal(v, i, p, n):
                 return e.token
         i = (i + 1) & mask
+
+
+cdef inline uint32_t lookup_whole_hashed(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                                         uint64_t head, uint64_t h) noexcept nogil:
+    # lookup_piece_hashed also finding WHOLE_ONLY tokens (the length test masks the flag). Asked
+    # only after lookup_piece_hashed missed and when v.n_whole_only: other vocabs pay one test of
+    # that field per piece that is not a token.
+    cdef uint64_t mask = (<uint64_t>1 << (64 - v.piece_shift)) - 1
+    cdef uint64_t i = h >> v.piece_shift
+    cdef const PieceEntry* e
+    while True:
+        e = &v.pieces[i]
+        if e.token == NO_TOKEN:
+            return NO_TOKEN
+        if e.head == head and (e.len & ~(<uint32_t>WHOLE_ONLY)) == <uint32_t>n:
+            if n <= 8 or tail_equal(v, i, p, n):
+                return e.token
+        i = (i + 1) & mask
+
+
+cdef inline uint32_t lookup_whole(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # The token the whole piece p[:n] is (n >= 1): lookup_piece's, else a WHOLE_ONLY one.
+    cdef uint64_t head = load_head(p, n)
+    cdef uint64_t h = piece_hash(p, n, head)
+    cdef uint32_t t = lookup_piece_hashed(v, p, n, head, h)
+    if t == NO_TOKEN and v.n_whole_only:
+        t = lookup_whole_hashed(v, p, n, head, h)
+    return t
 
 
 cdef inline uint32_t lookup_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -346,5 +382,7 @@ cdef class Vocab:
     cdef readonly uint32_t max_token_len
     cdef readonly uint32_t max_id
     cdef readonly uint32_t n_unreachable
+    #: Unreachable tokens entered in ``pieces`` as WHOLE_ONLY (enable_whole_pieces); 0 for most vocabs.
+    cdef readonly uint32_t n_whole_only
 
     cdef object _rank(self, uint32_t i)

@@ -43,7 +43,7 @@ from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
 from bpecore.vocab cimport (
-    PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, is_valid_pair, load_head, mul_hash, next_match, pair_lookup, spine_rejects,
+    WHOLE_ONLY, PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, is_valid_pair, load_head, mul_hash, next_match, pair_lookup, spine_rejects,
     bytes_stay_apart, lookup_any, piece_hash, trie_child,
 )
 
@@ -221,6 +221,7 @@ cdef void _sync(Vocab self) noexcept nogil:
     self.view.byte_pair_merge = self.byte_pair_merge.data()
     self.view.piece_tails = self.piece_tails.data()
     self.view.step3_filter = self.step3_filter.data()
+    self.view.n_whole_only = self.n_whole_only
 
 
 cdef int _build_lookup(Vocab self, uint32_t* err) except -1 nogil:
@@ -745,6 +746,35 @@ cdef class Vocab:
 
     def is_reachable(self, uint32_t index):
         return bool(self.reachable[index])
+
+    def enable_whole_pieces(self):
+        """Make a piece that spells an unreachable token that token, as tiktoken's lookup of a
+        piece before BPE does (Llama 3's file has 588 tokens BPE never forms). Enters them in the
+        whole-piece table flagged WHOLE_ONLY: the encoders' whole-piece lookup (``lookup_whole``)
+        finds them, the longest-match and prefix lookups (``lookup_piece``, the trie) do not.
+        Call once, before encoding; a vocab without unreachable tokens is unchanged."""
+        cdef uint32_t i, length
+        cdef uint64_t slot, head, size = self.pieces.size()
+        cdef const uint8_t* p
+        if self.n_whole_only:
+            return
+        with nogil:
+            for i in range(self.n_tokens):
+                if self.reachable[i]:
+                    continue
+                p = self.all_bytes.data() + self.token_starts[i]
+                length = self.token_starts[i + 1] - self.token_starts[i]
+                head = load_head(p, length)
+                slot = piece_hash(p, length, head) >> self.view.piece_shift
+                while self.pieces[slot].token != NO_TOKEN:
+                    slot = (slot + 1) & (size - 1)
+                self.pieces[slot].head = head
+                self.pieces[slot].token = i
+                self.pieces[slot].len = length | WHOLE_ONLY
+                if length > 8:
+                    memcpy(&self.piece_tails[slot], p + length - 8, 8)
+                self.n_whole_only += 1
+            self.view.n_whole_only = self.n_whole_only
 
     def valid_pair(self, uint32_t a, uint32_t b):
         """Would BPE keep tokens ``a`` and ``b`` (internal indexes) next to each other?"""

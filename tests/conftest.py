@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import os
 from pathlib import Path
@@ -143,9 +144,35 @@ ADVERSARIAL_CHARS = [
 _EXACT_ENCODINGS: dict[str, bpecore.Encoding] = {}
 
 
+#: Characters on both sides of the patterns' cuts, by class: lower and upper case letters, a
+#: mark, a CJK letter, digits, whitespace, newlines, apostrophe, punctuation, '/'.
+BOUNDARY_CLASSES = ["az\u00e9", "AZ", "\u0301", "\u4e2d", "01", " \t", "\n\r", "'", ".,!", "/"]
+
+
+@functools.cache
+def boundary_ranks() -> dict[bytes, int]:
+    """A small vocab whose counts see where pieces end: the 256 bytes, the boundary characters,
+    then a token for every pair of them, pairs of two classes ranked before pairs of one. BPE
+    merges a pair exactly when no cut falls between its characters, so a scanner or an exact
+    operation that cut differently would count differently (cl100k's vocab never merges, e.g.,
+    a newline with the spaces after it, so a cut there is invisible to its counts)."""
+    ranks = {bytes([b]): b for b in range(256)}
+    chars = "".join(BOUNDARY_CLASSES)
+    for ch in chars:
+        data = ch.encode("utf-8")
+        for k in range(2, len(data) + 1):
+            ranks.setdefault(data[:k], len(ranks))
+    cls = {ch: i for i, group in enumerate(BOUNDARY_CLASSES) for ch in group}
+    pairs = sorted(((a, b) for a in chars for b in chars), key=lambda p: cls[p[0]] == cls[p[1]])
+    for a, b in pairs:
+        ranks.setdefault((a + b).encode("utf-8"), len(ranks))
+    return ranks
+
+
 def exact_encoding(name: str) -> bpecore.Encoding:
     """The shipped encodings by name, plus vocabularies the exact-operation tests need: r50k's
-    pattern over cl100k ("r50k_pattern"), a pattern-less cl100k vocab ("cl100k_nopattern"), the toy
+    pattern over cl100k ("r50k_pattern"; "llama3_pattern", "qwen2_pattern", "tekken_pattern" likewise),
+    a pattern-less cl100k vocab ("cl100k_nopattern"), the toy
     vocab ("toy") and a custom regex pattern ("cl100k_words"). Built once per session."""
     if name not in _EXACT_ENCODINGS:
         if name == "cl100k_nopattern":
@@ -158,6 +185,11 @@ def exact_encoding(name: str) -> bpecore.Encoding:
             _EXACT_ENCODINGS[name] = bpecore.Encoding(
                 name, shared_ranks("cl100k_base"), R50K_PATTERN, {}
             )
+        elif name in ("llama3_pattern", "qwen2_pattern", "tekken_pattern"):
+            from bpecore import pretokenize
+
+            pattern = getattr(pretokenize, name.split("_")[0].upper() + "_PATTERN")
+            _EXACT_ENCODINGS[name] = bpecore.Encoding(name, boundary_ranks(), pattern, {})
         elif name == "cl100k_words":
             _EXACT_ENCODINGS[name] = bpecore.Encoding(
                 name, shared_ranks("cl100k_base"), r"\S+|\s+", {}

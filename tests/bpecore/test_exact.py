@@ -16,7 +16,9 @@ from tests.conftest import ADVERSARIAL_CHARS, CORPORA, exact_encoding
 encoding = exact_encoding
 
 
-ALL = ["cl100k_base", "o200k_base", "r50k_pattern", "cl100k_nopattern", "toy"]
+#: Open-model patterns over cl100k's vocab: their scanners under every exact operation.
+OPEN = ["llama3_pattern", "qwen2_pattern", "tekken_pattern"]
+ALL = ["cl100k_base", "o200k_base", "r50k_pattern", "cl100k_nopattern", "toy", *OPEN]
 FAST = ["cl100k_base", "o200k_base", "cl100k_nopattern"]
 
 
@@ -37,7 +39,7 @@ def check_split_end(enc, text, n):
         assert enc.count(text[j:]) > n, (n, k, j)
 
 
-@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", *OPEN])
 @pytest.mark.parametrize("corpus_name", CORPORA)
 def test_split_on_corpora(name, corpus_name, corpus):
     enc = encoding(name)
@@ -47,7 +49,7 @@ def test_split_on_corpora(name, corpus_name, corpus):
         check_split_end(enc, text, n)
 
 
-@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", *OPEN])
 @pytest.mark.parametrize("corpus_name", CORPORA)
 def test_intervals_on_corpora(name, corpus_name, corpus):
     enc = encoding(name)
@@ -64,7 +66,7 @@ def test_intervals_on_corpora(name, corpus_name, corpus):
     assert ic.count(0, len(text)) == enc.count(text) == ic.total
 
 
-@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", *OPEN])
 @pytest.mark.parametrize("corpus_name", CORPORA)
 def test_appending_on_corpora(name, corpus_name, corpus):
     enc = encoding(name)
@@ -82,7 +84,7 @@ def test_appending_on_corpora(name, corpus_name, corpus):
     assert ac.text == text and ac.count == enc.count(text)
 
 
-@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern"])
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern", *OPEN])
 @pytest.mark.parametrize("corpus_name", CORPORA)
 def test_appending_one_character_at_a_time(name, corpus_name, corpus):
     # the str path with its shortcuts (word ends, space + letter) and the memo of short pieces;
@@ -97,7 +99,7 @@ def test_appending_one_character_at_a_time(name, corpus_name, corpus):
     assert ac.count == enc.count(text)
 
 
-@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern"])
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern", *OPEN])
 @pytest.mark.parametrize("corpus_name", CORPORA)
 def test_every_character_push_on_corpora(name, corpus_name, corpus):
     # push_ascii's fast paths (a letter lengthening a word, space + letter, a word's end) and the
@@ -260,13 +262,19 @@ PATTERN_CHARS = [
 pattern_text = st.lists(st.sampled_from(PATTERN_CHARS), max_size=40).map("".join)
 
 
-@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern", "cl100k_nopattern"])
+@pytest.mark.parametrize(
+    "name", ["cl100k_base", "o200k_base", "r50k_pattern", "cl100k_nopattern", *OPEN]
+)
 @given(text=pattern_text)
 def test_hyp_character_pushes_on_pattern_characters(name, text):
     check_character_pushes(encoding(name), text)
 
 
-@pytest.mark.parametrize("pattern", ["CL100K_PATTERN", "O200K_PATTERN", "R50K_PATTERN"])
+SCANNED = ["CL100K_PATTERN", "O200K_PATTERN", "R50K_PATTERN"]
+SCANNED += ["LLAMA3_PATTERN", "QWEN2_PATTERN", "TEKKEN_PATTERN"]
+
+
+@pytest.mark.parametrize("pattern", SCANNED)
 @given(text=st.one_of(pattern_text, texts), extra=pattern_text)
 @example(text="'r", extra="e")  # r50k: "'" is the piece until "e" makes it "'re"
 @example(text="\nxy.", extra="")
@@ -387,7 +395,7 @@ def test_hyp_appending_many_examples(name, text, data):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern"])
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern", *OPEN])
 @settings(max_examples=5000)
 @given(text=pattern_text)
 def test_hyp_character_pushes_many_examples(name, text):
@@ -395,7 +403,7 @@ def test_hyp_character_pushes_many_examples(name, text):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pattern", ["CL100K_PATTERN", "O200K_PATTERN", "R50K_PATTERN"])
+@pytest.mark.parametrize("pattern", SCANNED)
 @settings(max_examples=5000)
 @given(text=st.one_of(pattern_text, texts), extra=pattern_text)
 def test_hyp_piece_horizon_many_examples(pattern, text, extra):

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 import bpecore
 from bpecore.llama import LLAMA3_PATTERN, LLAMA4_PATTERN, installed_path, special_token_names
-from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN
+from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN, pattern_kind, split
+from bpecore.reference import bpe_encode
 from tests.conftest import CORPORA, read_corpus
 
 DEFAULT_CHARS = 200_000  # per corpus in the default run; the slow run takes all of each
@@ -122,12 +123,16 @@ def test_hyp_equal_meta(pair, text):
 
 
 def test_patterns_are_the_shipped_ones():
-    """Llama 4's pattern is o200k's string; Llama 3's is cl100k's before tiktoken's possessive
-    rewrite, which tiktoken runs to the same pieces (the corpus tests above compare against
-    Meta's tiktoken Encoding, built with Meta's string), so CL100K_PATTERN serves it."""
+    """Llama 4's pattern is o200k's string; Llama 3's is Meta's string (cl100k's before tiktoken's
+    possessive rewrite), which cuts a whitespace run at the end of a text differently and has a
+    scanner of its own."""
+    _meta(3)
     assert LLAMA4_PATTERN == O200K_PATTERN
     assert bpecore.get_encoding("llama4").pattern == O200K_PATTERN
-    assert LLAMA3_PATTERN != CL100K_PATTERN
+    assert bpecore.get_encoding("llama3").pattern == LLAMA3_PATTERN != CL100K_PATTERN
+    assert bpecore.get_encoding("llama3")._core.kind == pattern_kind(LLAMA3_PATTERN)
+    assert split(LLAMA3_PATTERN, "a \n  ") == ["a", " \n", "  "]
+    assert split(CL100K_PATTERN, "a \n  ") == ["a", " \n  "]
 
 
 def test_llama3_count_till_limit():
@@ -192,3 +197,66 @@ def test_missing_package_says_how_to_get_it(monkeypatch):
     )
     with pytest.raises(bpecore.VocabError, match="pip install llama-models"):
         installed_path(3)
+
+
+def test_llama3_compiled_paths_equal_meta():
+    """count, count_till_limit and the batch calls find the tokens BPE never forms in the core."""
+    meta = _meta(3)
+    enc = bpecore.get_encoding("llama3")
+    texts = []
+    for data in meta.model._mergeable_ranks:
+        try:
+            texts.append(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+    whole = [t for t in texts if len(meta.model.encode_ordinary(t)) == 1 and len(t) > 1]
+    texts = whole[:2000] + [read_corpus("code")[:30_000], " ".join(whole[:500])]
+    want = [meta.model.encode_ordinary(t) for t in texts]
+    assert enc.encode_ordinary_batch(texts) == want
+    assert enc.count_batch(texts) == [len(w) for w in want]
+    assert [enc.count_till_limit(t, len(w)) for t, w in zip(texts, want)] == [len(w) for w in want]
+    assert all(enc.count_till_limit(t, len(w) - 1) is None for t, w in zip(texts, want))
+    assert [enc.encode_piece(t.encode()) for t in whole[:200]] == want[:200]
+
+
+def test_llama3_horizon_operations_are_exact():
+    """split_at, split_at_end, interval counts and both counters against their definitions
+    (brute force over enc.count, which is checked against Meta above), on text that spells
+    whole-piece-only tokens (the slower exact path) and text that does not (compiled)."""
+    meta = _meta(3)
+    enc = bpecore.get_encoding("llama3")
+    ranks = meta.model._mergeable_ranks
+    whole = []  # tokens tiktoken's merge loop never forms from their bytes
+    for data in ranks:
+        if len(data) > 1 and len(bpe_encode(ranks, data)) > 1:
+            try:
+                whole.append(data.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+    assert whole and enc._spells_whole(" ".join(whole[:3]))
+    plain = read_corpus("english")[:90]
+    assert not enc._spells_whole(plain)
+    spelled = plain[:40] + whole[0] + " x" + whole[-1] + plain[40:70]
+    for text in (plain, spelled):
+        count = enc.count
+        for n in (0, 2, 7, 20):
+            want = max(k for k in range(len(text) + 1) if count(text[:k]) <= n)
+            assert enc.split_at(text, n) == want, (text, n)
+            want = min(k for k in range(len(text) + 1) if count(text[k:]) <= n)
+            assert enc.split_at_end(text, n) == want, (text, n)
+        ic = enc.interval_counter(text)
+        assert all(
+            ic.count(i, j) == count(text[i:j])
+            for i in range(0, len(text), 7)
+            for j in range(i, len(text) + 1, 5)
+        )
+        app, pre = enc.appendable_counter(), enc.prependable_counter()
+        for i in range(0, len(text), 9):
+            assert app.push(text[i : i + 9]) == count(text[: i + 9])
+        for i in range(len(text), 0, -11):
+            assert pre.push(text[max(0, i - 11) : i]) == count(text[max(0, i - 11) :])
+        for piece in bpecore.chunk(text, enc, max_tokens=12):
+            assert (
+                piece.tokens == count(piece.text) <= 12
+                and text[piece.start : piece.end] == piece.text
+            )

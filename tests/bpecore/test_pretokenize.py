@@ -23,15 +23,25 @@ from hypothesis import strategies as st
 from bpecore import pretokenize
 from bpecore.pretokenize import (
     CL100K_PATTERN,
+    LLAMA3_PATTERN,
     O200K_PATTERN,
+    QWEN2_PATTERN,
     R50K_PATTERN,
+    TEKKEN_PATTERN,
     _piece_ends_one_by_one,
     pattern_kind,
     piece_ends,
     split,
 )
 
-PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "r50k": R50K_PATTERN}
+PATTERNS = {
+    "cl100k": CL100K_PATTERN,
+    "o200k": O200K_PATTERN,
+    "r50k": R50K_PATTERN,
+    "llama3": LLAMA3_PATTERN,
+    "qwen2": QWEN2_PATTERN,
+    "tekken": TEKKEN_PATTERN,
+}
 PATTERN_PARAMS = [pytest.param(p, id=name) for name, p in PATTERNS.items()]
 
 CORPORA_DIR = Path(__file__).resolve().parents[3] / "shared" / "corpora"
@@ -126,7 +136,7 @@ def assert_same_pieces(pattern: str, text: str) -> None:
 
 def test_pattern_kind():
     assert pattern_kind(CL100K_PATTERN) == pretokenize_kind("cl100k")
-    assert len({pattern_kind(p) for p in PATTERNS.values()}) == 3
+    assert len({pattern_kind(p) for p in PATTERNS.values()}) == 6
     assert pattern_kind(None) == 0
     assert pattern_kind(r"\w+|\s") == 1
     assert pattern_kind(CL100K_PATTERN + " ") == 1
@@ -134,7 +144,7 @@ def test_pattern_kind():
 
 
 def pretokenize_kind(name: str) -> int:
-    return {"cl100k": 2, "o200k": 3, "r50k": 4}[name]
+    return {"cl100k": 2, "o200k": 3, "r50k": 4, "llama3": 5, "qwen2": 6, "tekken": 7}[name]
 
 
 @pytest.mark.parametrize("name", PATTERNS)
@@ -153,6 +163,18 @@ def test_patterns_are_tiktokens(monkeypatch):
     assert openai_public.o200k_base()["pat_str"] == O200K_PATTERN
     assert openai_public.r50k_base()["pat_str"] == R50K_PATTERN
     assert openai_public.gpt2()["pat_str"] == R50K_PATTERN
+
+
+def test_open_model_patterns_are_their_files():
+    """LLAMA3_PATTERN is Meta's string, TEKKEN_PATTERN the shipped Tekken file's; QWEN2_PATTERN
+    differs from Llama 3's only in its single digits."""
+    import bpecore
+    from bpecore.llama import LLAMA3_PATTERN as META_LLAMA3
+
+    assert META_LLAMA3 == LLAMA3_PATTERN
+    assert bpecore.get_encoding("tekken").pattern == TEKKEN_PATTERN
+    assert bpecore.get_encoding("tekken")._core.kind == pattern_kind(TEKKEN_PATTERN) == 7
+    assert QWEN2_PATTERN == LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
 
 
 # --- character tables ------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -71,6 +72,39 @@ def test_unreachable_token_is_never_emitted():
     enc = bpecore.Encoding("t", ranks, None, {})
     for text in ["zzq", "abd", "xbd", "abdd", "bdd", "zzqabdd"]:
         assert enc.encode(text) == reference.bpe_encode(ranks, text.encode()), text
+
+
+def test_whole_pieces_are_found_only_whole():
+    """enable_whole_pieces: a piece spelling an unreachable token is that token (tiktoken's lookup
+    before BPE), in every length class of the core's loops; longer pieces holding it, its
+    prefixes and longest matches are unchanged."""
+    long_token = b"q" * 40 + b"zz"  # over SHORT_PIECE bytes: backtrack_piece's path
+    ranks = {bytes([b]): b for b in range(256)}
+    ranks.update({b"zzq": 256, b"qq": 257, b"qqqq": 258, long_token: 259})
+    v = Vocab(ranks)
+    unreachable = [t for t in (b"zzq", long_token) if not v.is_reachable(v.lookup(t))]
+    assert unreachable == [b"zzq", long_token]
+    before = bpecore.Encoding("t", None, r"\S+|\s+", {}, vocab=v)
+    texts = ["zzq", long_token.decode(), "zzqq zzq", "q" * 41 + "zz", "zz zzq qzzq", "zzq" * 20]
+    plain = {t: before.encode_ordinary(t) for t in texts}
+    v.enable_whole_pieces()
+    v.enable_whole_pieces()  # a second call changes nothing
+    assert v.n_whole_only == 2
+    after = bpecore.Encoding("t", None, r"\S+|\s+", {}, vocab=v)
+    for text in texts:
+        want = []
+        for piece in re.findall(r"\S+|\s+", text):
+            if piece.encode() in unreachable:
+                want.append(ranks[piece.encode()])
+            else:
+                want += reference.bpe_encode(ranks, piece.encode())
+        assert after.encode_ordinary(text) == want, text
+        assert after.count(text) == len(want)
+        assert after.count_till_limit(text, len(want)) == len(want)
+        if not any(p.encode() in unreachable for p in re.findall(r"\S+", text)):
+            assert want == plain[text]
+    assert v._next_match(b"zzqq") == v.lookup(b"z")
+    assert after.encode_piece(long_token) == [259]
 
 
 def test_token_formed_only_from_higher_ranks_is_a_clear_error():
