@@ -31,8 +31,10 @@ from libc.stdint cimport uint8_t, uint32_t
 from libcpp.vector cimport vector
 
 from bpecore._classes cimport PAT_REGEX
+from bpecore._piececache cimport BpeCacheTable
 from bpecore._workers cimport BpeWork
 from bpecore.backtrack cimport BacktrackEncoder, encode_text
+from bpecore.piececache cimport CacheTable
 from bpecore.utf8 cimport NOGIL_UTF8_CHARS, utf8_fill, utf8_size
 from bpecore.vocab cimport VocabView
 
@@ -62,6 +64,7 @@ cdef struct Batch:
     const VocabView* v
     int kind                        #: pretokenize.PatternKind
     bint count_only
+    BpeCacheTable* shared           #: the encoder's piece cache table, or NULL
     Text* texts
     vector[Py_ssize_t]* ends        #: PAT_REGEX: byte ends of each text's pieces; else NULL
     Py_ssize_t* counts              #: count_only: token count of each text
@@ -92,9 +95,9 @@ cdef void encode_one(Batch* b, Py_ssize_t i, vector[uint32_t]& scratch, vector[u
     if not b.count_only:
         out.reserve(n // 3 + 16)
     if b.ends != NULL:
-        n = encode_text(b.v, b.kind, s, n, b.ends[i], out[0], b.count_only)
+        n = encode_text(b.v, b.kind, s, n, b.ends[i], out[0], b.count_only, b.shared)
     else:
-        n = encode_text(b.v, b.kind, s, n, no_ends, out[0], b.count_only)
+        n = encode_text(b.v, b.kind, s, n, no_ends, out[0], b.count_only, b.shared)
     if b.count_only:
         b.counts[i] = n
     b.work.finish(i, DONE)
@@ -168,6 +171,7 @@ def encode_batch(BacktrackEncoder core, texts, Py_ssize_t num_threads, bint coun
     cdef str text
     cdef list result
     cdef object item
+    cdef CacheTable table = core.piece_cache.table   # held for the call: set_cache_size may replace it
     if m == 0:
         return []
     keep = []   # cleaned texts (lone surrogates): their UTF-8 must outlive the threads
@@ -183,6 +187,7 @@ def encode_batch(BacktrackEncoder core, texts, Py_ssize_t num_threads, bint coun
     b.v = &core.vocab.view
     b.kind = core.kind
     b.count_only = count_only
+    b.shared = table.ptr
     b.texts = prepared.data()
     b.ends = ends.data() if regex else NULL
     b.counts = counts.data()
@@ -251,3 +256,4 @@ def encode_batch(BacktrackEncoder core, texts, Py_ssize_t num_threads, bint coun
         work.stop()
         work.join()
     return result
+

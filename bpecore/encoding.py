@@ -186,6 +186,7 @@ class Encoding:
             vocab = Vocab(mergeable_ranks)
         self._vocab = vocab
         self._core = BacktrackEncoder(vocab, pattern)
+        self._core.piece_cache.name = name
         self.max_token_value = max([vocab.max_id, *self.special_tokens.values()])
         for special, tid in self.special_tokens.items():
             if vocab.index_of(tid) >= 0:

@@ -146,6 +146,12 @@ class Settings(BaseSettings):
     threadpool_size: int = Field(
         default=40, description="Threads running the (GIL-releasing) endpoint bodies."
     )
+    piece_cache_bytes: int = Field(
+        default=16 << 20,
+        ge=0,
+        description="Memory cap of each loaded encoding's piece cache (BPE results of the pieces seen, "
+        "kept across requests and shared by threads), allocated at start-up; 0 turns it off.",
+    )
 
     drain_seconds: float = Field(
         default=0.0,

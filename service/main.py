@@ -183,6 +183,8 @@ async def lifespan(app: FastAPI):
     # with large bodies parsed in threads, that wait is the latency of every answer the loop gives.
     sys.setswitchinterval(settings.gil_switch_seconds)
     install_http_limits(settings.max_header_bytes, settings.header_timeout)
+    # Before the encodings load: each one's piece cache table is made with its encoder.
+    bpecore.set_cache_size(settings.piece_cache_bytes)
     state.drain_event = asyncio.Event()
     drain = _Drain(app, asyncio.get_running_loop())
     serving = drain.install()  # False under TestClient: no process to stop

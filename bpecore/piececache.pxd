@@ -1,0 +1,15 @@
+from bpecore._piececache cimport BpeCacheTable
+
+
+cdef class CacheTable:
+    #: One allocation of the shared piece table; a call holds a reference to the one it uses, so
+    #: a resize (which installs a new CacheTable) never frees a table under a running call.
+    cdef BpeCacheTable* ptr         #: the table, or NULL (the cache is off)
+    cdef readonly object max_bytes  #: the cap it was made with
+
+
+cdef class PieceCache:
+    #: An encoder's piece cache: ``table`` is replaced (never mutated) by set_cache_size.
+    cdef public CacheTable table
+    cdef public object name         #: the encoding's name, for cache_info (set by Encoding)
+    cdef object __weakref__

@@ -1,0 +1,147 @@
+"""The piece cache: BPE results of pieces, kept across calls and shared by threads.
+
+Each encoder (BacktrackEncoder) owns one PieceCache. encode_text (backtrack.pyx) looks every
+piece of 2-32 bytes that is not itself a token up in it before backtracking, and stores what it
+computed: a hit costs one prefetched cache line and a 32-byte compare, where the backtracking of a
+short piece costs a trie walk per byte. The table (_piececache.h) has a fixed size, chosen once:
+that size is the cap, whatever is counted; a full bucket loses one of its two slots. Lookups and
+inserts take no lock (a seqlock per slot), so batch workers and service threads share it with the
+GIL released. Exactness does not depend on it: a hit returns what the encoder computed before for
+the same bytes, and the key is compared in full.
+
+Memory: at most ``get_cache_size()`` bytes per encoder (64 per slot), allocated and zeroed when
+the encoder is made (a table that faulted its pages in as slots filled made its first calls slower
+than no cache at all).
+Settings: the environment variable BPECORE_PIECE_CACHE (bytes, with an optional K/M/G suffix;
+0 turns the cache off) read at import, or ``set_cache_size`` at any time (it replaces every live
+encoder's table; calls under way finish on the old one).
+"""
+
+import os
+import threading
+import weakref
+
+from bpecore._piececache cimport (
+    BpeCacheTable, bpe_cache_entries, bpe_cache_free, bpe_cache_hits, bpe_cache_misses, bpe_cache_new,
+)
+
+#: Per-encoder cap when BPECORE_PIECE_CACHE is not set: 65,536 slots (the English, code and
+#: multilingual corpora, 3 MB, fill 23,000 of them).
+DEFAULT_CACHE_BYTES = 4 << 20
+#: Bytes per slot (one cache line).
+SLOT_BYTES = 64
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(value) -> int:
+    """``"64M"`` -> 67108864; an int is returned as is. ValueError for anything else or below 0."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    else:
+        text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
+        unit = text[len(text) - 1 :] if text.endswith(("K", "M", "G")) else ""
+        number = text[: len(text) - len(unit)].strip()
+        if not number.isdigit():
+            raise ValueError(f"not a size in bytes: {value!r} (e.g. 16777216, 64M, 0 = off)")
+        size = int(number) * _UNITS[unit]
+    if size < 0:
+        raise ValueError(f"a cache size cannot be negative: {value!r}")
+    return size
+
+
+def _from_environment() -> int:
+    value = os.environ.get("BPECORE_PIECE_CACHE")
+    if value is None or not value.strip():
+        return DEFAULT_CACHE_BYTES
+    return parse_size(value)
+
+
+_size = _from_environment()
+_lock = threading.Lock()
+_caches = weakref.WeakSet()
+
+
+cdef class CacheTable:
+    """One table of at most ``max_bytes`` (``ptr`` NULL when that is under 4 slots: off)."""
+
+    def __cinit__(self, max_bytes):
+        self.max_bytes = max_bytes
+        self.ptr = bpe_cache_new(max_bytes) if max_bytes >= 4 * SLOT_BYTES else NULL
+        if self.ptr == NULL and max_bytes >= 4 * SLOT_BYTES:
+            raise MemoryError(f"piece cache: cannot allocate {max_bytes} bytes")
+
+    def __dealloc__(self):
+        bpe_cache_free(self.ptr)
+        self.ptr = NULL
+
+    def info(self) -> dict:
+        """entries, bytes (the table's size, the most it can take), hits, misses."""
+        if self.ptr == NULL:
+            return {"entries": 0, "bytes": 0, "hits": 0, "misses": 0}
+        return {
+            "entries": bpe_cache_entries(self.ptr),
+            "bytes": self.ptr.nslots * SLOT_BYTES,
+            "hits": bpe_cache_hits(self.ptr),
+            "misses": bpe_cache_misses(self.ptr),
+        }
+
+
+cdef class PieceCache:
+    """An encoder's piece cache, registered for cache_info and set_cache_size."""
+
+    def __init__(self):
+        self.name = None
+        with _lock:
+            self.table = CacheTable(_size)
+            _caches.add(self)
+
+    def info(self) -> dict:
+        """This cache's ``CacheTable.info()``, with its cap and name."""
+        info = self.table.info()
+        info["max_bytes"] = self.table.max_bytes
+        info["name"] = self.name
+        return info
+
+    def clear(self):
+        """Forget every entry (a new table of the same size)."""
+        self.resize(self.table.max_bytes)
+
+    def resize(self, max_bytes):
+        """A new, empty table of at most ``max_bytes`` for this encoder alone (0: off)."""
+        size = parse_size(max_bytes)
+        with _lock:
+            self.table = CacheTable(size)
+
+
+def get_cache_size() -> int:
+    """The per-encoder cap, in bytes (0: off)."""
+    return _size
+
+
+def set_cache_size(max_bytes) -> None:
+    """Set the per-encoder cap (bytes, or a string such as ``"64M"``; 0 turns the cache off).
+
+    Every live encoder whose table has another cap gets a new, empty one; calls under way finish
+    on their old one.
+    """
+    global _size
+    size = parse_size(max_bytes)
+    with _lock:
+        _size = size
+        for cache in list(_caches):
+            if (<PieceCache>cache).table.max_bytes != size:
+                (<PieceCache>cache).table = CacheTable(size)
+
+
+def cache_info() -> dict:
+    """The piece caches of the live encoders: the cap, totals, and one entry per cache.
+
+    ``{"max_bytes": cap, "entries": ..., "bytes": ..., "hits": ..., "misses": ..., "caches":
+    [{"name", "max_bytes", "entries", "bytes", "hits", "misses"}, ...]}``; ``bytes`` is what the
+    tables may take (their size), at most ``max_bytes`` each.
+    """
+    with _lock:
+        caches = [c.info() for c in list(_caches)]
+    total = {k: sum(c[k] for c in caches) for k in ("entries", "bytes", "hits", "misses")}
+    return {"max_bytes": _size, **total, "caches": caches}
