@@ -11,10 +11,11 @@ other than whitespace or a few repeated bytes also holds 4 bytes per byte of it 
 vector while it is encoded (its token stack, cut back to its tokens after).
 
 Pieces that are themselves a token (90-96% of pieces in English and code) take one probe of the
-whole-piece table (VocabView.pieces, one cache line for tokens up to 8 bytes). In texts of 4 KB or
-more, other pieces are remembered in a per-call direct-mapped cache (at most 16384 slots, 384 KB),
-so a repeated word costs a memcmp and a copy; each call owns its cache, nothing is shared between
-threads. Memory per call: the output vector (4 bytes per token) plus that cache, and about 5 KB
+whole-piece table (VocabView.pieces, one cache line for tokens up to 8 bytes). Other pieces of up
+to 32 bytes are looked up in the encoder's piece cache, shared across calls and threads
+(piececache.pyx, capped); longer ones, in texts of 4 KB or more, in a per-call direct-mapped cache
+(at most 16384 slots, 384 KB); so a repeated word costs a compare and a copy. Memory per call:
+the output vector (4 bytes per token) plus that per-call cache, and about 5 KB
 of stack per piece (longest matches of pieces up to 32 bytes, the pair memo of longer ones). The
 encoder asks the kernel to back the vocab's large tables by huge pages (no extra memory).
 """
@@ -25,8 +26,9 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #   first 8 bytes inline, the tail of a 9-16 byte token in piece_tails, one line each (1, 29, 30).
 # - Pieces are cut BLOCK = 8 at a time and their slots (whole-piece, tail, piece cache)
 #   prefetched while the block before is encoded: one miss per piece hidden (6, 9, 22).
-# - Texts of 4 KB or more remember their non-token pieces in a per-call cache (about 70% of such
-#   pieces repeat in prose and code; below 4 KB it does not pay, nothing is shared) (3).
+# - Non-token pieces of up to 32 bytes go through the shared piece cache (piececache.pyx: -25%
+#   instructions on 1 KB texts; docs/perf/backtrack.md, "The piece cache"); longer ones, in texts
+#   of 4 KB or more, through a per-call cache (below 4 KB it does not pay) (3).
 # - Four backtracking loops, copies rather than one loop with flags (a flag cost 4-5% of the
 #   instructions): short_tokens (<= 32 bytes, all longest matches at once), short_tokens_probed
 #   (word-shaped ASCII <= 16 bytes, whole-piece probes), backtrack_long, and backtrack_memo (runs
