@@ -175,7 +175,7 @@ def encode_batch(BacktrackEncoder core, texts, Py_ssize_t num_threads, bint coun
     cdef str text
     cdef list result
     cdef object item
-    cdef CacheTable table = core.piece_cache.table   # held for the call: set_cache_size may replace it
+    cdef CacheTable table = core.piece_cache.get()   # held for the call: set_cache_size may replace it
     if m == 0:
         return []
     keep = []   # cleaned texts (lone surrogates): their UTF-8 must outlive the threads
@@ -326,7 +326,7 @@ def count_text(BacktrackEncoder core, str text, Py_ssize_t num_threads,
     cdef Batch b
     cdef unsigned int kind
     cdef const void* data
-    cdef CacheTable table = core.piece_cache.table
+    cdef CacheTable table = core.piece_cache.get()
     cdef int pk = core.kind
     if segment < 1:
         raise ValueError("segment must be at least 1 byte")

@@ -9,7 +9,11 @@ cdef class CacheTable:
 
 
 cdef class PieceCache:
-    #: An encoder's piece cache: ``table`` is replaced (never mutated) by set_cache_size.
-    cdef public CacheTable table
+    #: An encoder's piece cache: ``table`` is made by the first call (get), and replaced, never
+    #: mutated, by set_cache_size / resize / clear (set to None).
+    cdef public CacheTable table    #: None until first used
     cdef public object name         #: the encoding's name, for cache_info (set by Encoding)
+    cdef public object own          #: this encoder's own cap (resize), or None: the global one
     cdef object __weakref__
+
+    cdef CacheTable get(self)       #: the table, made now if there is none

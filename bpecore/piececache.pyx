@@ -9,9 +9,9 @@ inserts take no lock (a seqlock per slot), so batch workers and service threads 
 GIL released. Exactness does not depend on it: a hit returns what the encoder computed before for
 the same bytes, and the key is compared in full.
 
-Memory: at most ``get_cache_size()`` bytes per encoder (64 per slot), allocated and zeroed when
-the encoder is made (a table that faulted its pages in as slots filled made its first calls slower
-than no cache at all).
+Memory: at most ``get_cache_size()`` bytes per encoder (64 per slot), allocated and zeroed by the
+encoder's first call (a table that faulted its pages in as slots filled made its first calls
+slower than no cache at all); an encoder never used takes none.
 Settings: the environment variable BPECORE_PIECE_CACHE (bytes, with an optional K/M/G suffix;
 0 turns the cache off) read at import, or ``set_cache_size`` at any time (it replaces every live
 encoder's table; calls under way finish on the old one).
@@ -88,30 +88,45 @@ cdef class CacheTable:
 
 
 cdef class PieceCache:
-    """An encoder's piece cache, registered for cache_info and set_cache_size."""
+    """An encoder's piece cache, registered for cache_info and set_cache_size; its table is made
+    (and zeroed) by the first call that uses it."""
 
     def __init__(self):
         self.name = None
+        self.table = None
+        self.own = None
         with _lock:
-            self.table = CacheTable(_size)
             _caches.add(self)
 
+    cdef CacheTable get(self):
+        cdef CacheTable table = self.table
+        if table is None:
+            with _lock:
+                if self.table is None:
+                    self.table = CacheTable(_size if self.own is None else self.own)
+                table = self.table
+        return table
+
     def info(self) -> dict:
-        """This cache's ``CacheTable.info()``, with its cap and name."""
-        info = self.table.info()
-        info["max_bytes"] = self.table.max_bytes
+        """This cache's ``CacheTable.info()`` (zeros before its first use), its cap and name."""
+        table = self.table
+        if table is None:
+            info = {"entries": 0, "bytes": 0, "hits": 0, "misses": 0}
+        else:
+            info = table.info()
+        info["max_bytes"] = _size if self.own is None else self.own
         info["name"] = self.name
         return info
 
     def clear(self):
-        """Forget every entry (a new table of the same size)."""
-        self.resize(self.table.max_bytes)
+        """Forget every entry (the next call makes a new table)."""
+        self.table = None
 
     def resize(self, max_bytes):
-        """A new, empty table of at most ``max_bytes`` for this encoder alone (0: off)."""
-        size = parse_size(max_bytes)
-        with _lock:
-            self.table = CacheTable(size)
+        """Give this encoder alone a cap of ``max_bytes`` (0: off), with an empty table, until the
+        next set_cache_size."""
+        self.own = parse_size(max_bytes)
+        self.table = None
 
 
 def get_cache_size() -> int:
@@ -122,16 +137,19 @@ def get_cache_size() -> int:
 def set_cache_size(max_bytes) -> None:
     """Set the per-encoder cap (bytes, or a string such as ``"64M"``; 0 turns the cache off).
 
-    Every live encoder whose table has another cap gets a new, empty one; calls under way finish
-    on their old one.
+    Every live encoder whose table has another cap loses it (the next call makes one of the new
+    size); calls under way finish on their old one. A cap given to one encoder (``resize``) ends.
     """
     global _size
     size = parse_size(max_bytes)
+    cdef PieceCache cache
     with _lock:
         _size = size
-        for cache in list(_caches):
-            if (<PieceCache>cache).table.max_bytes != size:
-                (<PieceCache>cache).table = CacheTable(size)
+        for c in list(_caches):
+            cache = c
+            cache.own = None
+            if cache.table is not None and cache.table.max_bytes != size:
+                cache.table = None
 
 
 def cache_info() -> dict:

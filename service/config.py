@@ -147,10 +147,11 @@ class Settings(BaseSettings):
         default=40, description="Threads running the (GIL-releasing) endpoint bodies."
     )
     piece_cache_bytes: int = Field(
-        default=16 << 20,
+        default=8 << 20,
         ge=0,
-        description="Memory cap of each loaded encoding's piece cache (BPE results of the pieces seen, "
-        "kept across requests and shared by threads), allocated at start-up; 0 turns it off.",
+        description="Memory cap of each encoding's piece cache (BPE results of the pieces seen, kept "
+        "across requests and shared by threads), allocated by the encoding's first request; 0 turns "
+        "it off.",
     )
 
     drain_seconds: float = Field(
