@@ -5,7 +5,9 @@ cdef class CacheTable:
     #: One allocation of the shared piece table; a call holds a reference to the one it uses, so
     #: a resize (which installs a new CacheTable) never frees a table under a running call.
     cdef BpeCacheTable* ptr         #: the table, or NULL (the cache is off)
-    cdef readonly object max_bytes  #: the cap it was made with
+    cdef readonly object max_bytes  #: the cap it was made for (its size is ptr.nslots * 64, at most this)
+
+    cdef bint crowded(self)         #: over half full and below its cap
 
 
 cdef class PieceCache:

@@ -9,9 +9,11 @@ inserts take no lock (a seqlock per slot), so batch workers and service threads 
 GIL released. Exactness does not depend on it: a hit returns what the encoder computed before for
 the same bytes, and the key is compared in full.
 
-Memory: at most ``get_cache_size()`` bytes per encoder (64 per slot), allocated and zeroed by the
-encoder's first call (a table that faulted its pages in as slots filled made its first calls
-slower than no cache at all); an encoder never used takes none.
+Memory: at most ``get_cache_size()`` bytes per encoder (64 per slot). A table is zeroed when it
+is made (one that faulted its pages in as slots filled made its first calls slower than no cache
+at all): the encoder's first call makes one of START_BYTES, and a call that finds it over half
+full makes one GROWTH times larger, up to the cap (the entries are learnt again). An encoder never
+used takes none.
 Settings: the environment variable BPECORE_PIECE_CACHE (bytes, with an optional K/M/G suffix;
 0 turns the cache off) read at import, or ``set_cache_size`` at any time (it replaces every live
 encoder's table; calls under way finish on the old one).
@@ -30,6 +32,10 @@ from bpecore._piececache cimport (
 DEFAULT_CACHE_BYTES = 4 << 20
 #: Bytes per slot (one cache line).
 SLOT_BYTES = 64
+#: A new table's size: small, so that an encoder's first call does not zero its whole cap.
+START_BYTES = 64 << 10
+#: A table over half full is replaced by one this many times larger (empty), up to the cap.
+GROWTH = 8
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -63,13 +69,20 @@ _caches = weakref.WeakSet()
 
 
 cdef class CacheTable:
-    """One table of at most ``max_bytes`` (``ptr`` NULL when that is under 4 slots: off)."""
+    """A table for a cap of ``max_bytes``, of at most ``size`` bytes (default: the cap); ``ptr``
+    NULL when that is under 4 slots (off)."""
 
-    def __cinit__(self, max_bytes):
+    def __cinit__(self, max_bytes, size=None):
         self.max_bytes = max_bytes
-        self.ptr = bpe_cache_new(max_bytes) if max_bytes >= 4 * SLOT_BYTES else NULL
-        if self.ptr == NULL and max_bytes >= 4 * SLOT_BYTES:
-            raise MemoryError(f"piece cache: cannot allocate {max_bytes} bytes")
+        size = max_bytes if size is None else min(size, max_bytes)
+        self.ptr = bpe_cache_new(size) if size >= 4 * SLOT_BYTES else NULL
+        if self.ptr == NULL and size >= 4 * SLOT_BYTES:
+            raise MemoryError(f"piece cache: cannot allocate {size} bytes")
+
+    cdef bint crowded(self):
+        """Over half full, and a larger table fits in its cap."""
+        return (self.ptr != NULL and bpe_cache_entries(self.ptr) * 2 > self.ptr.nslots
+                and self.ptr.nslots * SLOT_BYTES * 2 <= self.max_bytes)
 
     def __dealloc__(self):
         bpe_cache_free(self.ptr)
@@ -100,11 +113,14 @@ cdef class PieceCache:
 
     cdef CacheTable get(self):
         cdef CacheTable table = self.table
-        if table is None:
+        if table is None or table.crowded():
             with _lock:
-                if self.table is None:
-                    self.table = CacheTable(_size if self.own is None else self.own)
                 table = self.table
+                if table is None:
+                    table = CacheTable(_size if self.own is None else self.own, START_BYTES)
+                elif table.crowded():
+                    table = CacheTable(table.max_bytes, table.ptr.nslots * SLOT_BYTES * GROWTH)
+                self.table = table
         return table
 
     def info(self) -> dict:

@@ -217,3 +217,21 @@ def test_environment_setting():
     env = {**os.environ, "BPECORE_PIECE_CACHE": "plenty"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode != 0 and "not a size in bytes" in out.stderr
+
+
+def test_table_grows_to_its_cap():
+    """The first call makes a small table; calls that find it over half full make larger ones,
+    never over the cap, answers unchanged."""
+    cap = 1 << 20
+    enc, off = twin("o200k_base", cap), twin("o200k_base", 0)
+    enc.count("floccinaucinihilipilification")
+    assert enc._core.piece_cache.info()["bytes"] == piececache.START_BYTES
+    text = read_corpus("multilingual") + read_corpus("code")
+    sizes = set()
+    for i in range(0, len(text), 20_000):
+        part = text[i : i + 20_000]
+        assert enc.count(part) == off.count(part)
+        info = enc._core.piece_cache.info()
+        assert info["bytes"] <= cap
+        sizes.add(info["bytes"])
+    assert max(sizes) == cap and len(sizes) >= 3  # 64 KB, 512 KB, then the 1 MB cap
