@@ -7,9 +7,14 @@ without wrk, a bounded asyncio/httpx client is used (and is then the bottleneck 
 Reported per server: requests/s and p50/p99 latency for 1 KB and 100 KB English text at
 concurrency 1, 16 and 64; RSS after load and after the run; start-up time (process start to the
 first /readyz 200, median of ``--startup-runs`` fresh processes) with the RSS after load.
+``--routes`` adds ``/v1/encode`` (the baseline encodes with tiktoken and returns the ids) and
+``/v1/chunk`` (``max_tokens`` 100; bpecore only); ``--checkout DIR`` also serves bpecore from
+another checkout (built in place), e.g. the main branch, for a before/after table.
 
     python benches/bench_http.py                  # 5 s per cell
     python benches/bench_http.py --duration 10 --client python
+    python benches/bench_http.py --sizes 1KB --concurrency 64 --routes count encode chunk \
+        --checkout ../main --startup-runs 0
 
 The tiktoken baseline is built offline from the shared rank file (tiktoken cannot download here):
 ``tiktoken.Encoding("cl100k_base", pat_str=CL100K_PATTERN, mergeable_ranks=..., special_tokens=...)``.
@@ -83,6 +88,14 @@ class CountRequest(BaseModel):
 def count(body: CountRequest):
     return {"encoding": "cl100k_base", "count": len(STATE["enc"].encode_ordinary(body.text))}
 
+class EncodeRequest(BaseModel):
+    text: str
+
+@app.post("/v1/encode")
+def encode(body: EncodeRequest):
+    tokens = STATE["enc"].encode(body.text)
+    return {"encoding": "cl100k_base", "count": len(tokens), "tokens": tokens}
+
 @app.get("/readyz")
 def readyz():
     return {"status": "ok"} if "enc" in STATE else JSONResponse({"status": "loading"}, 503)
@@ -133,7 +146,12 @@ def ready(port: int) -> bool:
 
 class Server:
     def __init__(
-        self, name: str, cmd: list[str], port: int, env: dict[str, str] | None = None
+        self,
+        name: str,
+        cmd: list[str],
+        port: int,
+        env: dict[str, str] | None = None,
+        cwd: Path = ROOT,
     ) -> None:
         self.name = name
         self.port = port
@@ -141,7 +159,7 @@ class Server:
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen(
             cmd,
-            cwd=ROOT,
+            cwd=cwd,
             env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -168,7 +186,9 @@ class Server:
             self.proc.kill()
 
 
-def run_wrk(url: str, body_path: Path, script: Path, concurrency: int, duration: float) -> dict:
+def run_wrk(
+    url: str, body_path: Path, script: Path, concurrency: int, duration: float, route: str = "count"
+) -> dict:
     threads = min(2, concurrency)
     out = subprocess.run(
         [
@@ -180,7 +200,7 @@ def run_wrk(url: str, body_path: Path, script: Path, concurrency: int, duration:
             "30s",
             "-s",
             str(script),
-            url + "/v1/count",
+            url + "/v1/" + route,
         ],
         capture_output=True,
         text=True,
@@ -197,7 +217,9 @@ def run_wrk(url: str, body_path: Path, script: Path, concurrency: int, duration:
     }
 
 
-def run_python(url: str, body: bytes, concurrency: int, duration: float) -> dict:
+def run_python(
+    url: str, body: bytes, concurrency: int, duration: float, route: str = "count"
+) -> dict:
     async def main() -> dict:
         lat: list[float] = []
         errors = 0
@@ -210,7 +232,7 @@ def run_python(url: str, body: bytes, concurrency: int, duration: float) -> dict
                 while time.perf_counter() < stop:
                     t = time.perf_counter()
                     r = await c.post(
-                        "/v1/count", content=body, headers={"content-type": "application/json"}
+                        "/v1/" + route, content=body, headers={"content-type": "application/json"}
                     )
                     lat.append(time.perf_counter() - t)
                     errors += r.status_code != 200
@@ -253,6 +275,16 @@ def main() -> None:
         help="fresh processes per kind for the start-up figure",
     )
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument(
+        "--routes",
+        nargs="+",
+        default=["count"],
+        choices=["count", "encode", "chunk"],
+        help="routes to load (chunk: bpecore only)",
+    )
+    ap.add_argument(
+        "--checkout", help="also serve bpecore from this checkout (before/after), as 'bpecore@DIR'"
+    )
     args = ap.parse_args()
     client = args.client
     if client == "auto":
@@ -272,10 +304,12 @@ def main() -> None:
     for label, text in texts().items():
         if label not in args.sizes:
             continue
-        path = work / f"{label}.json"
-        path.write_text(json.dumps({"text": text}))
-        bodies[label] = path
-        expected[label] = enc.count(text)
+        for route in args.routes:
+            path = work / f"{route}-{label}.json"
+            extra = {"max_tokens": 100} if route == "chunk" else {}
+            path.write_text(json.dumps({"text": text, **extra}))
+            bodies[route, label] = path
+            expected[route, label] = enc.count(text)
     # the in-process library on the same texts (one thread, median of 51 calls): the ceiling the
     # service's MB/s is compared with
     inproc = {}
@@ -302,13 +336,31 @@ def main() -> None:
     )
     results = []
     meta = []
-    for name in ("bpecore", "tiktoken"):
+    names = ["bpecore", "tiktoken"] + ([f"bpecore@{args.checkout}"] if args.checkout else [])
+    for name in names:
         port = free_port()
-        if name == "bpecore":
+        if name.startswith("bpecore"):
             cmd = list(cmd_docker)
             cmd[cmd.index("--port") + 1] = str(port)
             cmd[cmd.index("--host") + 1] = "127.0.0.1"
-            server = Server(name, cmd, port, {"BPESVC_LOG_LEVEL": "WARNING"})
+            if name == "bpecore":
+                server = Server(name, cmd, port, {"BPESVC_LOG_LEVEL": "WARNING"})
+            else:  # the other checkout: its bpecore and its service folder as bpecore_service
+                other = Path(args.checkout).resolve()
+                (work / "other").mkdir(exist_ok=True)
+                link = work / "other" / "bpecore_service"
+                if not link.exists():
+                    link.symlink_to(other / "service")
+                server = Server(
+                    name,
+                    cmd,
+                    port,
+                    {
+                        "BPESVC_LOG_LEVEL": "WARNING",
+                        "PYTHONPATH": f"{work / 'other'}{os.pathsep}{other}",
+                    },
+                    cwd=other,
+                )
         else:
             server = Server(
                 name,
@@ -316,24 +368,34 @@ def main() -> None:
                 port,
             )
         try:
-            for label, path in bodies.items():
-                got = httpx.post(
-                    server.url + "/v1/count",
+            for (route, label), path in bodies.items():
+                if route == "chunk" and name == "tiktoken":
+                    continue
+                answer = httpx.post(
+                    server.url + "/v1/" + route,
                     content=path.read_bytes(),
                     headers={"content-type": "application/json"},
-                ).json()["count"]
-                assert got == expected[label], (name, label, got, expected[label])
+                ).json()
+                got = (
+                    sum(c["tokens"] for c in answer["chunks"])
+                    if route == "chunk"
+                    else answer["count"]
+                )
+                if route != "chunk":  # chunk: the chunks' counts need not add up to the text's
+                    assert got == expected[route, label], (name, route, label, got)
                 for c in args.concurrency:
                     # warm-up, then measure
                     if client == "wrk":
-                        run_wrk(server.url, path, script, c, 1)
-                        r = run_wrk(server.url, path, script, c, args.duration)
+                        run_wrk(server.url, path, script, c, 1, route)
+                        r = run_wrk(server.url, path, script, c, args.duration, route)
                     else:
-                        run_python(server.url, path.read_bytes(), c, 1)
-                        r = run_python(server.url, path.read_bytes(), c, args.duration)
-                    results.append({"server": name, "size": label, "concurrency": c, **r})
+                        run_python(server.url, path.read_bytes(), c, 1, route)
+                        r = run_python(server.url, path.read_bytes(), c, args.duration, route)
+                    results.append(
+                        {"server": name, "route": route, "size": label, "concurrency": c, **r}
+                    )
                     print(
-                        f"{name:9} {label:6} c={c:<3} {r['rps']:9.0f} req/s  p50 {r['p50_ms']:8.2f} ms  "
+                        f"{name:9} /v1/{route:6} {label:6} c={c:<3} {r['rps']:9.0f} req/s  p50 {r['p50_ms']:8.2f} ms  "
                         f"p99 {r['p99_ms']:8.2f} ms  errors {r['errors']}",
                         file=sys.stderr,
                         flush=True,
@@ -380,6 +442,8 @@ def main() -> None:
             server.stop()
     startup = []
     for kind, runs in starts.items():
+        if not runs:  # --startup-runs 0
+            continue
         seconds = sorted(t for t, _ in runs)
         rss = sorted(r for _, r in runs)
         startup.append(
@@ -400,41 +464,55 @@ def main() -> None:
     )
     load = os.getloadavg()
     print(
-        f"\n## HTTP /v1/count, cl100k_base, English text ({client} client, {args.duration:g} s per cell)"
+        f"\n## HTTP {', '.join('/v1/' + r for r in args.routes)}, cl100k_base, English text "
+        f"({client} client, {args.duration:g} s per cell)"
     )
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, tiktoken {tiktoken.__version__}, commit {commit}, "
         f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n"
     )
-    print(
-        "| size | conc. | bpecore req/s | p50 ms | p99 ms | tiktoken req/s | p50 ms | p99 ms | speed-up |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for label in bodies:
+    head = "| route | size | conc. |" + "".join(f" {n} req/s | p50 ms | p99 ms |" for n in names)
+    print(head + " req/s vs tiktoken |")
+    print("|---|---|---:|" + "---:|---:|---:|" * len(names) + "---:|")
+    for route, label in bodies:
         for c in args.concurrency:
-            a = next(
-                r
-                for r in results
-                if r["server"] == "bpecore" and r["size"] == label and r["concurrency"] == c
-            )
-            b = next(
-                r
-                for r in results
-                if r["server"] == "tiktoken" and r["size"] == label and r["concurrency"] == c
-            )
-            print(
-                f"| {label} | {c} | {a['rps']:.0f} | {a['p50_ms']:.2f} | {a['p99_ms']:.2f} | {b['rps']:.0f} | "
-                f"{b['p50_ms']:.2f} | {b['p99_ms']:.2f} | {a['rps'] / b['rps']:.2f}x |"
-            )
+            row = f"| /v1/{route} | {label} | {c} |"
+            cells = {}
+            for n in names:
+                r = next(
+                    (
+                        r
+                        for r in results
+                        if r["server"] == n
+                        and r["route"] == route
+                        and r["size"] == label
+                        and r["concurrency"] == c
+                    ),
+                    None,
+                )
+                cells[n] = r
+                row += (
+                    f" {r['rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} |"
+                    if r
+                    else " – | – | – |"
+                )
+            a, b = cells["bpecore"], cells["tiktoken"]
+            print(row + (f" {a['rps'] / b['rps']:.2f}x |" if a and b else " – |"))
     print(
         "\n| size | bpecore best MB/s over HTTP (concurrency) | in-process `count`, one thread, MB/s | HTTP / in-process |"
     )
     print("|---|---:|---:|---:|")
-    for label in bodies:
-        size_mb = bodies[label].stat().st_size / 1e6
+    for (route, label), path in bodies.items():
+        if route != "count":
+            continue
+        size_mb = path.stat().st_size / 1e6
         best = max(
-            (r for r in results if r["server"] == "bpecore" and r["size"] == label),
+            (
+                r
+                for r in results
+                if r["server"] == "bpecore" and r["route"] == route and r["size"] == label
+            ),
             key=lambda r: r["rps"],
         )
         http_mbs = best["rps"] * size_mb

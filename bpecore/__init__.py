@@ -22,6 +22,8 @@ from bpecore.llama import load_llama as load_llama
 from bpecore.load import VocabError as VocabError
 from bpecore.model import encoding_for_model as encoding_for_model
 from bpecore.model import encoding_name_for_model as encoding_name_for_model
+from bpecore.piececache import cache_info as cache_info
+from bpecore.piececache import set_cache_size as set_cache_size
 from bpecore.pretrained import from_pretrained as from_pretrained
 from bpecore.registry import get_encoding as get_encoding
 from bpecore.registry import list_encoding_names as list_encoding_names
@@ -68,4 +70,6 @@ __all__ = [
     "encoding_for_model",
     "encoding_name_for_model",
     "list_encoding_names",
+    "cache_info",
+    "set_cache_size",
 ]

@@ -1,6 +1,8 @@
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
 
+from bpecore._piececache cimport BpeCacheTable
+from bpecore.piececache cimport PieceCache
 from bpecore.vocab cimport Vocab, VocabView
 
 
@@ -21,10 +23,11 @@ cdef inline Py_ssize_t count_bytes(const VocabView* v, const uint8_t* p, Py_ssiz
 
 
 #: Encode (append to ``out``) or count the UTF-8 text s[:n] with the scanner ``kind`` (PAT_REGEX:
-#: pieces end at ``ends``); returns its token count, or out.size() when encoding.
+#: pieces end at ``ends``); returns its token count, or out.size() when encoding. ``shared``: the
+#: encoder's piece cache table (piececache.pyx), or NULL.
 cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
                             const vector[Py_ssize_t]& ends, vector[uint32_t]& out,
-                            bint count_only) noexcept nogil
+                            bint count_only, BpeCacheTable* shared) noexcept nogil
 
 
 cdef class BacktrackEncoder:
@@ -32,6 +35,7 @@ cdef class BacktrackEncoder:
     cdef readonly int kind          #: pretokenize.PatternKind of the pattern
     cdef readonly object pattern    #: pattern string, or None for "the whole text is one piece"
     cdef object _regex              #: compiled pattern, for patterns without a hand-written scanner
+    cdef readonly PieceCache piece_cache   #: BPE of pieces kept across calls (piececache.pyx)
 
     cdef int _pieces(self, str text, const uint8_t** s, Py_ssize_t* n, vector[Py_ssize_t]& ends) except -1
     cdef Py_ssize_t _encode_pieces(self, const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& ends,

@@ -1,11 +1,13 @@
 from array import array
 
+from bpecore.piececache import PieceCache
 from bpecore.vocab import Vocab
 
 class BacktrackEncoder:
     vocab: Vocab
     kind: int
     pattern: str | None
+    piece_cache: PieceCache
     def __init__(self, vocab: Vocab, pattern: str | None) -> None: ...
     def encode(self, text: str) -> list[int]: ...
     def encode_to_buffer(self, text: str) -> array: ...

@@ -11,10 +11,11 @@ other than whitespace or a few repeated bytes also holds 4 bytes per byte of it 
 vector while it is encoded (its token stack, cut back to its tokens after).
 
 Pieces that are themselves a token (90-96% of pieces in English and code) take one probe of the
-whole-piece table (VocabView.pieces, one cache line for tokens up to 8 bytes). In texts of 4 KB or
-more, other pieces are remembered in a per-call direct-mapped cache (at most 16384 slots, 384 KB),
-so a repeated word costs a memcmp and a copy; each call owns its cache, nothing is shared between
-threads. Memory per call: the output vector (4 bytes per token) plus that cache, and about 5 KB
+whole-piece table (VocabView.pieces, one cache line for tokens up to 8 bytes). Other pieces of up
+to 32 bytes are looked up in the encoder's piece cache, shared across calls and threads
+(piececache.pyx, capped); longer ones, in texts of 4 KB or more, in a per-call direct-mapped cache
+(at most 16384 slots, 384 KB); so a repeated word costs a compare and a copy. Memory per call:
+the output vector (4 bytes per token) plus that per-call cache, and about 5 KB
 of stack per piece (longest matches of pieces up to 32 bytes, the pair memo of longer ones). The
 encoder asks the kernel to back the vocab's large tables by huge pages (no extra memory).
 """
@@ -25,8 +26,9 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #   first 8 bytes inline, the tail of a 9-16 byte token in piece_tails, one line each (1, 29, 30).
 # - Pieces are cut BLOCK = 8 at a time and their slots (whole-piece, tail, piece cache)
 #   prefetched while the block before is encoded: one miss per piece hidden (6, 9, 22).
-# - Texts of 4 KB or more remember their non-token pieces in a per-call cache (about 70% of such
-#   pieces repeat in prose and code; below 4 KB it does not pay, nothing is shared) (3).
+# - Non-token pieces of up to 32 bytes go through the shared piece cache (piececache.pyx: -25%
+#   instructions on 1 KB texts; docs/perf/backtrack.md, "The piece cache"); longer ones, in texts
+#   of 4 KB or more, through a per-call cache (below 4 KB it does not pay) (3).
 # - Four backtracking loops, copies rather than one loop with flags (a flag cost 4-5% of the
 #   instructions): short_tokens (<= 32 bytes, all longest matches at once), short_tokens_probed
 #   (word-shaped ASCII <= 16 bytes, whole-piece probes), backtrack_long, and backtrack_memo (runs
@@ -43,11 +45,15 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
-from bpecore._hugepages cimport bpe_huge_pages  # the vocab's random-access tables (Performance notes, step 14)
+from bpecore._hugepages cimport bpe_huge_pages
+from bpecore._piececache cimport (
+    BPE_CACHE_KEY, BpeCacheTable, bpe_cache_bucket, bpe_cache_count, bpe_cache_get, bpe_cache_put,
+)  # the vocab's random-access tables (Performance notes, step 14)
 from bpecore._simd cimport bpe_prefetch
 from bpecore._types cimport NO_TOKEN
 from bpecore.utf8 cimport NOGIL_UTF8_CHARS, utf8_fill, utf8_offsets, utf8_size
 from bpecore._classes cimport PAT_NONE, PAT_REGEX
+from bpecore.piececache cimport CacheTable, PieceCache
 from bpecore.pretokenize cimport next_piece_end, next_piece_ends
 from bpecore.vocab cimport (
     PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, load_head, lookup_piece, lookup_piece_hashed,
@@ -485,9 +491,11 @@ cdef enum:
 
 cdef inline Py_ssize_t cut_block(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
                                  const vector[Py_ssize_t]& ends, size_t* e, Py_ssize_t* scan,
-                                 Pending* block, const CacheSlot* cache, int cache_bits) noexcept nogil:
+                                 Pending* block, const CacheSlot* cache, int cache_bits,
+                                 const BpeCacheTable* shared) noexcept nogil:
     """Cut up to BLOCK pieces from scan[0] (advanced past them) into ``block``, hash the ones of
-    2+ bytes and prefetch their whole-piece slot (and their cache slot once ``cache`` exists);
+    2+ bytes and prefetch their whole-piece slot (and their cache slot once ``cache`` exists, their
+    ``shared`` bucket when they fit in it);
     returns how many were cut, 0 at the end of the text."""
     cdef Py_ssize_t cut[BLOCK]
     cdef Py_ssize_t m = 0, j, start = scan[0], end, length
@@ -515,6 +523,8 @@ cdef inline Py_ssize_t cut_block(const VocabView* v, int kind, const uint8_t* s,
                 bpe_prefetch(&v.piece_tails[block[j].h >> v.piece_shift])
             if cache != NULL:
                 bpe_prefetch(&cache[block[j].h >> (64 - cache_bits)])
+            if shared != NULL and length <= BPE_CACHE_KEY:
+                bpe_prefetch(bpe_cache_bucket(shared, block[j].h))
         start = end
     scan[0] = start
     return m
@@ -522,17 +532,18 @@ cdef inline Py_ssize_t cut_block(const VocabView* v, int kind, const uint8_t* s,
 
 cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
                             const vector[Py_ssize_t]& ends, vector[uint32_t]& out,
-                            bint count_only) noexcept nogil:
+                            bint count_only, BpeCacheTable* shared) noexcept nogil:
     """Encode (append to ``out``) or count the UTF-8 text s[:n]; returns its token count.
 
     Pieces come from the scanner ``kind`` (BLOCK ends per call), or are cut at ``ends`` for
     PAT_REGEX. They are cut one block ahead and the whole-piece slot of each is prefetched, so the
     table's cache misses overlap instead of queueing one per piece. A one-byte piece is
     ``byte_token``; a piece that is a token costs one probe of the whole-piece table. Other pieces
-    go through backtrack_piece, and in texts of CACHE_MIN_TEXT bytes or more they are remembered in
-    a direct-mapped cache local to this call (key: the piece's bytes, found again by memcmp against
-    the text), so a repeated word is copied instead of encoded again. With ``count_only``, ``out``
-    is scratch space.
+    go through backtrack_piece. Those of up to BPE_CACHE_KEY bytes are looked up in, or added to,
+    the ``shared`` piece cache (piececache.pyx) when there is one; the others, in texts of
+    CACHE_MIN_TEXT bytes or more, are remembered in a direct-mapped cache local to this call (key:
+    the piece's bytes, found again by memcmp against the text). Either way a repeated word is
+    copied instead of encoded again. With ``count_only``, ``out`` is scratch space.
     """
     cdef vector[uint64_t] bits
     cdef vector[CacheSlot] cache
@@ -549,12 +560,14 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     cdef Pending* q
     cdef uint32_t stack[SHORT_PIECE]
     cdef int cache_bits = 8   # one slot per 64 bytes of text, 256 to 2**CACHE_MAX_BITS slots
+    cdef int got, keep   # keep: 2 = add the piece to ``shared``, 1 = to the local cache
+    cdef uint64_t hits = 0, misses = 0
     while cache_bits < CACHE_MAX_BITS and (n >> (cache_bits + 6)) > 0:
         cache_bits += 1
-    cur_n = cut_block(v, kind, s, n, ends, &e, &scan, cur, NULL, cache_bits)
+    cur_n = cut_block(v, kind, s, n, ends, &e, &scan, cur, NULL, cache_bits, shared)
     while cur_n:
         next_n = cut_block(v, kind, s, n, ends, &e, &scan, nxt,
-                           cache.data() if cache.size() else NULL, cache_bits)
+                           cache.data() if cache.size() else NULL, cache_bits, shared)
         for i in range(cur_n):
             q = &cur[i]
             pos = q.start
@@ -575,7 +588,20 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                 else:
                     out.push_back(token)
                 continue
-            if use_cache:
+            keep = 0
+            if shared != NULL and length <= BPE_CACHE_KEY:   # BPE_CACHE_KEY <= SHORT_PIECE
+                got = bpe_cache_get(shared, h, p, <int>length, <uint32_t*>NULL if count_only else &stack[0])
+                if got >= 0:
+                    hits += 1
+                    if count_only:
+                        total += got
+                    else:
+                        for k in range(got):
+                            out.push_back(stack[k])
+                    continue
+                misses += 1
+                keep = 2
+            elif use_cache:
                 if cache.size() == 0:
                     cache.resize(1 << cache_bits)
                 slot = &cache[h >> (64 - cache_bits)]
@@ -588,6 +614,7 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                             token = out[first + k]
                             out.push_back(token)
                     continue
+                keep = 1
             if length <= SHORT_PIECE:   # not via backtrack_piece: gcc then inlines both loops there
                 if count_only:
                     ntok = short_tokens(v, p, length, stack)
@@ -599,7 +626,10 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                 ntok = backtrack_piece(v, p, length, out, bits)
             if count_only:
                 total += ntok
-            if use_cache:
+            if keep == 2:
+                bpe_cache_put(shared, h, p, <int>length,
+                              &stack[0] if count_only else &out[out.size() - ntok], <int>ntok)
+            elif keep == 1:
                 slot.hash = h
                 slot.start = <uint32_t>pos
                 slot.len = <uint32_t>length
@@ -609,6 +639,8 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
         cur = nxt
         nxt = q
         cur_n = next_n
+    if shared != NULL:
+        bpe_cache_count(shared, hits, misses)
     return total if count_only else <Py_ssize_t>out.size()
 
 
@@ -680,6 +712,7 @@ cdef class BacktrackEncoder:
         self.vocab = vocab
         self.pattern = pattern
         self.kind = pattern_kind(pattern)
+        self.piece_cache = PieceCache()
         self._regex = regex.compile(pattern) if pattern is not None else None
         cdef const VocabView* v = &vocab.view
         with nogil:
@@ -705,7 +738,7 @@ cdef class BacktrackEncoder:
 
     cdef Py_ssize_t _encode_pieces(self, const uint8_t* s, Py_ssize_t n, vector[Py_ssize_t]& ends,
                                    vector[uint32_t]& out, bint count_only) noexcept nogil:
-        return encode_text(&self.vocab.view, self.kind, s, n, ends, out, count_only)
+        return encode_text(&self.vocab.view, self.kind, s, n, ends, out, count_only, NULL)
 
     cdef list _to_list(self, vector[uint32_t]& out):
         return ids_to_list(out.data(), out.size(),
@@ -718,10 +751,11 @@ cdef class BacktrackEncoder:
         cdef vector[Py_ssize_t] ends
         cdef vector[uint32_t] out
         cdef vector[uint8_t] buf
+        cdef CacheTable table = self.piece_cache.get()   # held for the call: set_cache_size may replace it
         text_utf8(self, text, &s, &n, ends, buf)
         with nogil:
             out.reserve(n // 3 + 16)
-            encode_text(&self.vocab.view, self.kind, s, n, ends, out, False)
+            encode_text(&self.vocab.view, self.kind, s, n, ends, out, False, table.ptr)
         return self._to_list(out)
 
     def encode_to_buffer(self, str text):
@@ -732,10 +766,11 @@ cdef class BacktrackEncoder:
         cdef vector[uint32_t] out
         cdef const uint32_t* id_map = self.vocab.ids.data() if self.vocab.ids.size() else NULL
         cdef vector[uint8_t] buf
+        cdef CacheTable table = self.piece_cache.get()   # held for the call: set_cache_size may replace it
         text_utf8(self, text, &s, &n, ends, buf)
         with nogil:
             out.reserve(n // 3 + 16)
-            encode_text(&self.vocab.view, self.kind, s, n, ends, out, False)
+            encode_text(&self.vocab.view, self.kind, s, n, ends, out, False, table.ptr)
             if id_map != NULL:
                 for k in range(<Py_ssize_t>out.size()):
                     out[k] = id_map[out[k]]
@@ -751,9 +786,10 @@ cdef class BacktrackEncoder:
         cdef vector[Py_ssize_t] ends
         cdef vector[uint32_t] scratch
         cdef vector[uint8_t] buf
+        cdef CacheTable table = self.piece_cache.get()   # held for the call: set_cache_size may replace it
         text_utf8(self, text, &s, &n, ends, buf)
         with nogil:
-            total = encode_text(&self.vocab.view, self.kind, s, n, ends, scratch, True)
+            total = encode_text(&self.vocab.view, self.kind, s, n, ends, scratch, True, table.ptr)
         return total
 
     def count_till_limit(self, str text, Py_ssize_t limit):

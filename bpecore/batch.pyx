@@ -8,7 +8,8 @@ lists are built by the caller, in order, while the other threads keep encoding. 
 encode_text's per text (backtrack.pyx): O(n) on average, O(n * L) in the worst case (L = longest
 token; random base64), plus the `regex` scan for PAT_REGEX (serial, under the GIL, overlapped
 with the encoding). Memory: per text, its ids until the caller turns them into a list (encode)
-or one count; per thread, the UTF-8 of its largest non-ASCII text.
+or one count; per thread, the UTF-8 of its largest non-ASCII text. ``count_text`` counts one
+long text on several threads, cut where no context can move a piece boundary (``final_cut``).
 """
 
 # Performance decisions that hold (numbers: the steps of docs/perf/batch.md, which this
@@ -23,16 +24,21 @@ or one count; per thread, the UTF-8 of its largest non-ASCII text.
 #   memory bounded by the backlog, few GIL re-acquisitions, speed within the noise (5).
 # - encoding.py gives a thread at least 16K characters: starting and joining one costs ~80 us
 #   here, the break-even (4).
-# - No persistent pool and no splitting of one long text across threads (not done).
+# - No persistent pool (not done).
+# - One long text: count_text cuts it at final_cut boundaries into 64 KB segments claimed like
+#   texts; opt-in (Encoding.count(num_threads=)): on the shared, loaded 2-core machine it did not
+#   win, as a worker descheduled while holding a segment keeps the caller waiting (6).
 # The measurements behind these decisions: docs/perf/batch.md.
 
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 from libc.stdint cimport uint8_t, uint32_t
 from libcpp.vector cimport vector
 
-from bpecore._classes cimport PAT_REGEX
+from bpecore._classes cimport PAT_CL100K, PAT_O200K, PAT_R50K, PAT_REGEX
+from bpecore._piececache cimport BpeCacheTable
 from bpecore._workers cimport BpeWork
 from bpecore.backtrack cimport BacktrackEncoder, encode_text
+from bpecore.piececache cimport CacheTable
 from bpecore.utf8 cimport NOGIL_UTF8_CHARS, utf8_fill, utf8_size
 from bpecore.vocab cimport VocabView
 
@@ -62,6 +68,7 @@ cdef struct Batch:
     const VocabView* v
     int kind                        #: pretokenize.PatternKind
     bint count_only
+    BpeCacheTable* shared           #: the encoder's piece cache table, or NULL
     Text* texts
     vector[Py_ssize_t]* ends        #: PAT_REGEX: byte ends of each text's pieces; else NULL
     Py_ssize_t* counts              #: count_only: token count of each text
@@ -92,9 +99,9 @@ cdef void encode_one(Batch* b, Py_ssize_t i, vector[uint32_t]& scratch, vector[u
     if not b.count_only:
         out.reserve(n // 3 + 16)
     if b.ends != NULL:
-        n = encode_text(b.v, b.kind, s, n, b.ends[i], out[0], b.count_only)
+        n = encode_text(b.v, b.kind, s, n, b.ends[i], out[0], b.count_only, b.shared)
     else:
-        n = encode_text(b.v, b.kind, s, n, no_ends, out[0], b.count_only)
+        n = encode_text(b.v, b.kind, s, n, no_ends, out[0], b.count_only, b.shared)
     if b.count_only:
         b.counts[i] = n
     b.work.finish(i, DONE)
@@ -168,6 +175,7 @@ def encode_batch(BacktrackEncoder core, texts, Py_ssize_t num_threads, bint coun
     cdef str text
     cdef list result
     cdef object item
+    cdef CacheTable table = core.piece_cache.get()   # held for the call: set_cache_size may replace it
     if m == 0:
         return []
     keep = []   # cleaned texts (lone surrogates): their UTF-8 must outlive the threads
@@ -183,6 +191,7 @@ def encode_batch(BacktrackEncoder core, texts, Py_ssize_t num_threads, bint coun
     b.v = &core.vocab.view
     b.kind = core.kind
     b.count_only = count_only
+    b.shared = table.ptr
     b.texts = prepared.data()
     b.ends = ends.data() if regex else NULL
     b.counts = counts.data()
@@ -251,3 +260,123 @@ def encode_batch(BacktrackEncoder core, texts, Py_ssize_t num_threads, bint coun
         work.stop()
         work.join()
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# One text on several threads
+
+cdef enum:
+    SEGMENT_BYTES = 1 << 16     #: a long text is cut into segments of about this many bytes
+
+
+cdef inline bint ascii_letter(uint8_t c) noexcept nogil:
+    return <unsigned int>((c | 0x20) - 0x61) < 26
+
+
+cdef inline bint ascii_alnum(uint8_t c) noexcept nogil:
+    return ascii_letter(c) or <unsigned int>(c - 0x30) < 10
+
+
+cdef Py_ssize_t final_cut(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t at) noexcept nogil:
+    """The first c in [at, n) that is a piece boundary of s[:n] whatever precedes it, and where
+    s[:c] ends as its pieces there do: s[c - 1] an ASCII letter or digit and s[c] a space or
+    \\n, or (not r50k) s[c - 1] a \\n and s[c] an ASCII letter; n if there is none.
+
+    Why these are final, for the cl100k, o200k and r50k patterns: no alternative matches a
+    letter or digit followed by whitespace (letter runs, contractions and digit groups end with a
+    letter or digit; the whitespace, punctuation and newline alternatives hold no letter or
+    digit), nor a \\n followed by a letter (the letters' one-character prefix excludes \\r and
+    \\n; the punctuation alternative's [\\r\\n]* and the whitespace ones end before a letter).
+    So every piece ends at or before c, or starts at or after it: the pieces of s[c:] are the
+    whole text's from c (a piece depends only on the text to its right: no lookbehind), and those
+    of s[:c] too: a letter or digit run ends at c whether the text goes on with whitespace or
+    ends, and a whitespace run ending in \\n before a letter is one piece either way (cl100k's
+    ``\\s*[\\r\\n]`` and, at the end, ``\\s++$`` both take all of it; o200k's ``\\s*[\\r\\n]+``).
+    Not so for r50k, which has no newline alternative: "  \\n" before a letter is "  " and "\\n",
+    at the end one piece (``\\s++$``).
+    The tests check it against the single-thread count on the corpora and generated text.
+    """
+    cdef Py_ssize_t c
+    cdef uint8_t a, b
+    for c in range(max(at, 1), n):
+        a = s[c - 1]
+        b = s[c]
+        if (b == 0x20 or b == 0x0A) and ascii_alnum(a):
+            return c
+        if a == 0x0A and ascii_letter(b) and kind != PAT_R50K:
+            return c
+    return n
+
+
+def count_text(BacktrackEncoder core, str text, Py_ssize_t num_threads,
+               Py_ssize_t segment=SEGMENT_BYTES):
+    """core.count(text), with a text of 2 segments or more counted on up to ``num_threads``
+    threads (the caller included): cut at final_cut boundaries about ``segment`` bytes apart
+    (SEGMENT_BYTES; the tests cut smaller ones), the
+    segments claimed from one counter as encode_batch's texts are. Only the cl100k, o200k and
+    r50k scanners are cut (final_cut's proof is theirs); other patterns count on one thread.
+    Raises UnicodeEncodeError on lone surrogates, as core.count does.
+    """
+    cdef Py_ssize_t m = PyUnicode_GET_LENGTH(text), n, pos, c, i, total = 0
+    cdef const uint8_t* s
+    cdef vector[uint8_t] buf
+    cdef vector[Text] segments
+    cdef vector[Py_ssize_t] counts
+    cdef BpeWork work
+    cdef Batch b
+    cdef unsigned int kind
+    cdef const void* data
+    cdef CacheTable table = core.piece_cache.get()
+    cdef int pk = core.kind
+    if segment < 1:
+        raise ValueError("segment must be at least 1 byte")
+    if (num_threads <= 1 or m < 2 * segment
+            or core.kind not in (PAT_CL100K, PAT_O200K, PAT_R50K)):
+        return core.count(text)
+    if PyUnicode_IS_ASCII(text):
+        s = <const uint8_t*>PyUnicode_DATA(text)
+        n = m
+    else:
+        kind = PyUnicode_KIND(text)
+        data = PyUnicode_DATA(text)
+        with nogil:
+            n = utf8_size(kind, data, m)
+            if n >= 0:
+                buf.resize(n)
+                utf8_fill(kind, data, m, buf.data())
+        if n < 0:
+            raise UnicodeEncodeError("utf-8", text, 0, m, "surrogates not allowed")
+        s = buf.data()
+    with nogil:
+        pos = 0
+        while pos < n:
+            c = final_cut(pk, s, n, pos + segment) if n - pos > segment + segment // 2 else n
+            segments.push_back(Text(s + pos, c - pos, NULL, 0))
+            pos = c
+    if segments.size() < 2:
+        return core.count(text)
+    counts.resize(segments.size())
+    work.reset(segments.size())
+    b.work = &work
+    b.v = &core.vocab.view
+    b.kind = core.kind
+    b.count_only = True
+    b.shared = table.ptr
+    b.texts = segments.data()
+    b.ends = NULL
+    b.counts = counts.data()
+    b.outs = NULL
+    try:
+        with nogil:
+            work.start(<int>min(num_threads, <Py_ssize_t>segments.size()) - 1, run_texts, &b)
+            work.publish(segments.size())
+            work.guarded(run_texts, &b)
+            work.join()
+        if work.failed():
+            raise MemoryError("count: a thread ran out of memory")
+    finally:
+        work.stop()
+        work.join()
+    for i in range(<Py_ssize_t>segments.size()):
+        total += counts[i]
+    return total

@@ -17,6 +17,7 @@ from bpecore import prefix as _prefix
 from bpecore._text import clean as _clean
 from bpecore.appendable import AppendableCounter, PrependableCounter
 from bpecore.backtrack import BacktrackEncoder
+from bpecore.batch import count_text as _count_text
 from bpecore.batch import encode_batch as _encode_batch
 from bpecore.interval import IntervalCounter
 from bpecore.prefix import KIND_REGEX as _PAT_REGEX
@@ -186,6 +187,7 @@ class Encoding:
             vocab = Vocab(mergeable_ranks)
         self._vocab = vocab
         self._core = BacktrackEncoder(vocab, pattern)
+        self._core.piece_cache.name = name
         self.max_token_value = max([vocab.max_id, *self.special_tokens.values()])
         for special, tid in self.special_tokens.items():
             if vocab.index_of(tid) >= 0:
@@ -241,16 +243,20 @@ class Encoding:
         except UnicodeEncodeError:
             return self._core.encode(_clean(text))
 
-    def count(self, text: str) -> int:
+    def count(self, text: str, *, num_threads: int = 1) -> int:
         """``len(encode_ordinary(text))``, without building the list.
+
+        With ``num_threads`` > 1, a text of 128 KB or more (shipped patterns) is cut at piece
+        boundaries that no context can move and its segments are counted on up to that many
+        threads; the count is the same (notes in ``bpecore/batch.pyx``).
 
         >>> get_encoding("o200k_base").count("hello world")
         2
         """
         try:
-            return self._core.count(text)
+            return _count_text(self._core, text, num_threads)
         except UnicodeEncodeError:
-            return self._core.count(_clean(text))
+            return _count_text(self._core, _clean(text), num_threads)
 
     def encode(
         self,

@@ -157,6 +157,24 @@ class Settings(BaseSettings):
     threadpool_size: int = Field(
         default=40, description="Threads running the (GIL-releasing) endpoint bodies."
     )
+    gc_freeze: bool = Field(
+        default=True,
+        description="gc.freeze() once the encodings are loaded: the long-lived objects leave the "
+        "collector's generations, so a full collection does not walk them while requests wait.",
+    )
+    gc_threshold: int = Field(
+        default=50_000,
+        ge=0,
+        description="gc.set_threshold's first value (allocations between young collections; Python's "
+        "is 700); 0 keeps Python's.",
+    )
+    piece_cache_bytes: int = Field(
+        default=8 << 20,
+        ge=0,
+        description="Memory cap of each encoding's piece cache (BPE results of the pieces seen, kept "
+        "across requests and shared by threads), allocated by the encoding's first request; 0 turns "
+        "it off.",
+    )
 
     drain_seconds: float = Field(
         default=0.0,

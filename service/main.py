@@ -18,6 +18,7 @@ from bpecore_service import preload
 preload.start()  # first: the vocabularies build while the imports below run
 
 import asyncio  # noqa: E402
+import gc  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
@@ -193,6 +194,11 @@ async def lifespan(app: FastAPI):
         state.exit_code = state.exit_code or EXIT_LISTEN
 
     unwatch = watch_listen(cannot_listen)
+    thresholds = gc.get_threshold()
+    if settings.gc_threshold:
+        gc.set_threshold(settings.gc_threshold, *thresholds[1:])
+    # Before the encodings load: each one's piece cache table is made with its encoder.
+    bpecore.set_cache_size(settings.piece_cache_bytes)
     state.drain_event = asyncio.Event()
     drain = _Drain(app, asyncio.get_running_loop())
     serving = drain.install()  # False under TestClient: no process to stop
@@ -218,6 +224,11 @@ async def lifespan(app: FastAPI):
             return
         seconds = time.perf_counter() - t0
         state.encodings.update(encodings)
+        if settings.gc_freeze:
+            # The loaded encodings, modules and app are ~10^6 long-lived objects: out of the
+            # collector's generations, a full collection no longer walks them while requests wait
+            # (docs/perf/service.md, section 4).
+            gc.freeze()
         state.loaded = True
         state.metrics.encodings_loaded.set(len({id(enc) for enc in encodings.values()}))
         state.metrics.load_seconds.set(seconds)
@@ -236,6 +247,9 @@ async def lifespan(app: FastAPI):
     try:
         yield
     finally:
+        gc.set_threshold(*thresholds)
+        if settings.gc_freeze:
+            gc.unfreeze()  # an app made again in this process (tests) freezes its own objects
         state.draining = True
         state.metrics.ready.set(0)
         state.drain_event.set()
