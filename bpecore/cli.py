@@ -153,6 +153,13 @@ def _add_chunk(sub: argparse._SubParsersAction) -> None:
         help="tokens each chunk may repeat from the previous one (default 0)",
     )
     p.add_argument("--markdown", action="store_true", help="prefer cuts before Markdown headings")
+    from bpecore.chunker import LANGUAGES
+
+    p.add_argument(
+        "--language",
+        choices=LANGUAGES,
+        help="cut source code at definitions and blocks (or Markdown at headings)",
+    )
     p.add_argument(
         "--no-trim",
         dest="trim",
@@ -191,7 +198,9 @@ def _run_chunk(args: argparse.Namespace) -> int:
     out = sys.stdout
     try:
         for i, c in enumerate(
-            _iter_chunks(text, enc, args.max_tokens, args.overlap, args.trim, args.markdown)
+            _iter_chunks(
+                text, enc, args.max_tokens, args.overlap, args.trim, args.markdown, args.language
+            )
         ):
             if args.jsonl:
                 out.write(

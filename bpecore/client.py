@@ -187,6 +187,7 @@ class _Methods:
         *,
         trim: bool = True,
         markdown: bool = False,
+        language: str | None = None,
         encoding: str | None = None,
     ) -> Any:
         """Token-exact chunks of ``text`` as ``bpecore.Chunk`` (``bpecore.chunk``)."""
@@ -196,6 +197,7 @@ class _Methods:
             "overlap": overlap,
             "trim": trim,
             "markdown": markdown,
+            **({"language": language} if language is not None else {}),
             **self._enc(encoding),
         }
         return self._call("/v1/chunk", payload, _chunks)

@@ -302,6 +302,12 @@ class ChunkRequest(Request):
     markdown: bool = Field(
         default=False, description="Treat Markdown headings as the best boundaries."
     )
+    language: str | None = Field(
+        default=None,
+        description="Source language whose definitions and blocks are the best boundaries: "
+        "python, javascript, typescript, go, rust, or markdown.",
+        examples=["python"],
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> ChunkRequest:

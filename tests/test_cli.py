@@ -120,6 +120,21 @@ def test_chunk_options(capsys, files, enc, monkeypatch):
     assert [(r["start"], r["end"]) for r in rows] == [(c.start, c.end) for c in expected]
 
 
+def test_chunk_language(capsys, monkeypatch):
+    code_text = "import os\n\n\ndef first(x):\n    return x + 1\n\n\nclass Second:\n    def method(self):\n        return first(2)\n"
+    argv = ["chunk", "-n", "12", "--language", "python", "--jsonl"]
+    code, out, _ = run(capsys, argv, stdin=code_text.encode(), monkeypatch=monkeypatch)
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    expected = chunk(code_text, "cl100k_base", 12, language="python")
+    assert [(r["start"], r["end"]) for r in rows] == [(c.start, c.end) for c in expected]
+    assert [r["text"].split("\n")[0] for r in rows][1:] == [
+        "def first(x):",
+        "class Second:",
+        "def method(self):",
+    ]
+
+
 def test_chunk_plain_output(capsys, files):
     code, out, _ = run(capsys, ["chunk", str(files[0]), "-n", "8"])
     assert code == 0 and out.startswith(

@@ -37,7 +37,13 @@ def chunk_texts(body: ChunkRequest, ctx: Context) -> ChunkResponse:
         with ctx.op("chunk", enc, utf8_len(text)) as rec:
             try:
                 chunks = chunk_text(
-                    text, enc, body.max_tokens, body.overlap, body.trim, body.markdown
+                    text,
+                    enc,
+                    body.max_tokens,
+                    body.overlap,
+                    body.trim,
+                    body.markdown,
+                    body.language,
                 )
             except ValueError as e:
                 raise APIError(422, "chunk_error", str(e)) from None

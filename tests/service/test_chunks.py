@@ -6,6 +6,7 @@ import pytest
 
 from bpecore.chunker import chunk
 
+CODE = "import os\n\n\ndef first(x):\n    return x + 1\n\n\nclass Second:\n    def method(self):\n        return first(2)\n"
 DOC = (
     "# Title\n\nFirst paragraph. It has two sentences.\n\n## Part\n\n"
     + "Words and more words, in a longer paragraph that goes on. " * 20
@@ -34,6 +35,7 @@ def test_chunk_equals_library(client, opts):
         opts.get("overlap", 0),
         opts.get("trim", True),
         opts.get("markdown", False),
+        opts.get("language"),
     )
     assert body["chunks"] == [
         {"text": c.text, "start": c.start, "end": c.end, "tokens": c.tokens} for c in lib
@@ -41,6 +43,18 @@ def test_chunk_equals_library(client, opts):
     assert body["count"] == len(lib) and body["results"] is None
     for c in body["chunks"]:
         assert DOC[c["start"] : c["end"]] == c["text"] and c["tokens"] <= opts["max_tokens"]
+
+
+def test_chunk_language(client):
+    r = client.post("/v1/chunk", json={"text": CODE, "max_tokens": 12, "language": "python"})
+    assert r.status_code == 200, r.text
+    lib = chunk(CODE, "cl100k_base", 12, language="python")
+    assert [(c["start"], c["end"]) for c in r.json()["chunks"]] == [(c.start, c.end) for c in lib]
+    assert [c.text.split("\n")[0] for c in lib][1:] == [
+        "def first(x):",
+        "class Second:",
+        "def method(self):",
+    ]
 
 
 def test_chunk_batch(client):
@@ -61,6 +75,7 @@ def test_chunk_batch(client):
         ({"text": "a", "max_tokens": 10**9}, 422),
         ({"texts": ["a"] * 100, "max_tokens": 5}, 422),
         ({"text": "a", "max_tokens": 5, "encoding": "x"}, 404),
+        ({"text": "a", "max_tokens": 5, "language": "cobol"}, 422),
     ],
 )
 def test_chunk_errors(client, payload, status):

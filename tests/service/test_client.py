@@ -132,6 +132,9 @@ def test_client_equals_library(server, name):
         counter = enc.interval_counter(TEXT)
         assert c.count_intervals(TEXT, ranges) == [counter.count(a, b) for a, b in ranges]
         assert c.chunk(TEXT, 40, 8, markdown=True) == bpecore.chunk(TEXT, enc, 40, 8, markdown=True)
+        assert c.chunk(TEXT, 12, language="python") == bpecore.chunk(
+            TEXT, enc, 12, language="python"
+        )
         assert c.chunk(TEXT, 25, trim=False) == bpecore.chunk(TEXT, enc, 25, trim=False)
     # a per-call encoding overrides the client's
     with Client(server.url) as c:
