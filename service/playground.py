@@ -26,7 +26,8 @@ CSP = (
 
 def install(app: FastAPI, url: str = "/") -> None:
     """Serve the page at ``url`` and its assets under ``/playground`` (both outside the schema)."""
-    app.mount(ASSETS_URL, StaticFiles(directory=STATIC_DIR), name="playground")
+    # follow_symlink: a strict editable install links each asset into its build tree.
+    app.mount(ASSETS_URL, StaticFiles(directory=STATIC_DIR, follow_symlink=True), name="playground")
     page = (STATIC_DIR / "playground.html").read_text(encoding="utf-8")
 
     @app.get(url, include_in_schema=False)

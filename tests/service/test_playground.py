@@ -49,6 +49,13 @@ def test_page_is_served_with_a_same_origin_policy(client):
         assert client.get("/" + asset).status_code == 200, asset
 
 
+@pytest.mark.parametrize(
+    "path", ["/playground/../main.py", "/playground/%2e%2e/main.py", "/playground/..%2fmain.py"]
+)
+def test_assets_stay_in_their_folder(client, path):
+    assert client.get(path).status_code == 404
+
+
 def test_page_names_no_other_host():
     for path in STATIC_DIR.iterdir():
         text = path.read_text(encoding="utf-8")
