@@ -517,8 +517,8 @@ def _unicode_normalize(form: str, text: str) -> str:
     """``unicodedata.normalize`` as `tokenizers` does it: the characters its tables do not know
     stay as they are and cut the text (a starter without decomposition or composition, as
     `tokenizers` sees them, is a boundary no normalization crosses)."""
-    if text.isascii():
-        return text
+    if text.isascii() or unicodedata.is_normalized(form, text):
+        return text  # every slice of a normalized text is normalized: no piece would change
     if _UNNORMALIZED.search(text) is None:
         return unicodedata.normalize(form, text)
     out = []
@@ -927,11 +927,17 @@ class HFEncoding(Encoding):
 
     def _run(self, text: str, skip: frozenset[int], count_only: bool, limit: int | None = None):
         """Ids of ``text`` (or their number); with ``limit``, None as soon as the count passes it."""
+        text = _valid(text)
+        if self._segment_core is not None and self._untouched(text):
+            core = self._segment_core  # the pipeline is the identity: one compiled call
+            if not count_only:
+                return core.encode(text)
+            return core.count(text) if limit is None else core.count_till_limit(text, limit)
         core = self._segment_core or self._core
         whole = self._whole
         out: list[int] = []
         total = 0
-        for piece in self._pieces(_valid(text), skip):
+        for piece in self._pieces(text, skip):
             if type(piece) is int or whole:
                 tid = piece if type(piece) is int else whole.get(piece.encode("utf-8"))
                 if tid is not None:
@@ -1035,12 +1041,28 @@ class HFEncoding(Encoding):
             )
         return plain
 
+    def _no_added(self, text: str) -> bool:
+        """Whether no added token's text (as matched, raw or normalized) occurs in ``text``."""
+        return (self._raw.rx is None or self._raw.rx.search(text) is None) and (
+            self._normed.rx is None or self._normed.rx.search(text) is None
+        )
+
+    def _untouched(self, text: str) -> bool:
+        """Whether the pipeline before the one-regex split is the identity on ``text``: no added
+        token's text in it and a normalizer of Unicode forms (or none) under which it is already
+        normalized (``unicodedata.is_normalized``, a C-speed quick check)."""
+        norm = self._normalizer
+        if norm is not None and (
+            norm.forms is None
+            or not (text.isascii() or all(unicodedata.is_normalized(f, text) for f in norm.forms))
+        ):
+            return False
+        return self._no_added(text)
+
     def _left_alone(self, text: str) -> bool:
         """Whether the pipeline runs every slice of ``text`` as the plain encoding would: no added
         token's text occurs in it and the normalizer changes none of its slices."""
-        if self._raw.rx is not None and self._raw.rx.search(text):
-            return False
-        if self._normed.rx is not None and self._normed.rx.search(text):
+        if not self._no_added(text):
             return False
         norm = self._normalizer
         return norm is None or text.isascii() or _not_inert(norm.forms).search(text) is None
