@@ -433,6 +433,38 @@ def _split_regex(pre: dict, source: str) -> regex.Pattern:
         raise VocabError(f"{source}: Split pattern {text!r} does not compile: {e}") from e
 
 
+#: DeepSeek V3's three chained Splits (digit groups, then CJK runs, then words; each Isolated)
+#: and the one regex that cuts as the chain does. A stage re-splits every piece of the one before,
+#: alone: so digit groups come first, the CJK runs are cut by the word stage's classes restricted
+#: to the CJK set, the rest by its classes without digits and CJK (``\s+(?!\S)`` also ends before
+#: a digit or CJK character: the end of its piece), and the text no alternative matches is kept
+#: as a piece (Isolated keeps gaps) without crossing into or out of the CJK set.
+_CJK = "一-龥぀-ゟ゠-ヿ"
+_DEEPSEEK_V3_STAGES = (
+    r"\p{N}{1,3}",
+    f"[{_CJK}]+",
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"""
+    r"""| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+)
+_DEEPSEEK_V3_CORE = "|".join(
+    [
+        r"\p{N}{1,3}",
+        rf"[[{_CJK}]--[\p{{L}}\p{{P}}\p{{S}}]]?[[\p{{L}}\p{{M}}]&&[{_CJK}]]+",
+        rf"[[\p{{P}}\p{{S}}]&&[{_CJK}]]+",
+        r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+""",
+        rf"[^\r\n\p{{L}}\p{{P}}\p{{S}}\p{{N}}{_CJK}]?[[\p{{L}}\p{{M}}]--[{_CJK}]]+",
+        rf" ?[[\p{{P}}\p{{S}}]--[{_CJK}]]+[\r\n]*",
+        r"\s*[\r\n]+",
+        rf"\s+(?:(?!\S)|(?=[\p{{N}}{_CJK}]))",
+        r"\s+",
+    ]
+)
+_DEEPSEEK_V3_PATTERN = (
+    f"(?V1){_DEEPSEEK_V3_CORE}"
+    f"|(?:(?!{_DEEPSEEK_V3_CORE})[^{_CJK}])+|(?:(?!{_DEEPSEEK_V3_CORE})[{_CJK}])+"
+)
+
+
 def _single_pattern(pre: Any) -> str | None:
     """The one regex the whole pre-tokenizer amounts to, or None when it is not that simple."""
     if not isinstance(pre, dict):
@@ -440,21 +472,30 @@ def _single_pattern(pre: Any) -> str | None:
     kind = pre.get("type")
     if kind == "ByteLevel" and not pre.get("add_prefix_space") and pre.get("use_regex", True):
         return R50K_PATTERN  # GPT-2's pattern cuts exactly like r50k's possessive form
-    if kind == "Sequence" and len(pre.get("pretokenizers") or []) == 2:
-        split, byte_level = pre["pretokenizers"]
-        if (
-            isinstance(split, dict)
-            and isinstance(byte_level, dict)
-            and split.get("type") == "Split"
+    stages = pre.get("pretokenizers") or [] if kind == "Sequence" else []
+    if not stages or not all(isinstance(stage, dict) for stage in stages):
+        return None
+    *splits, byte_level = stages
+    if not (
+        byte_level.get("type") == "ByteLevel"
+        and not byte_level.get("add_prefix_space")
+        and not byte_level.get("use_regex", True)
+        and all(
+            split.get("type") == "Split"
             and split.get("behavior", "Isolated") == "Isolated"
             and not split.get("invert")
             and isinstance(split.get("pattern"), dict)
             and isinstance(split["pattern"].get("Regex"), str)
-            and byte_level.get("type") == "ByteLevel"
-            and not byte_level.get("add_prefix_space")
-            and not byte_level.get("use_regex", True)
-        ):
-            return split["pattern"]["Regex"]
+            for split in splits
+        )
+    ):
+        return None
+    patterns = tuple(split["pattern"]["Regex"] for split in splits)
+    if len(patterns) == 1:
+        return patterns[0]
+    spelled = tuple(p.replace("\r", r"\r").replace("\n", r"\n") for p in patterns)
+    if spelled == _DEEPSEEK_V3_STAGES:  # the file spells \r and \n as characters
+        return _DEEPSEEK_V3_PATTERN
     return None
 
 

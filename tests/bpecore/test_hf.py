@@ -448,6 +448,23 @@ def test_hyp_deepseek_equal_hf(deepseek, text):
     _check(deepseek, text)
 
 
+def test_deepseek_chain_is_one_regex(deepseek):
+    """The three chained Splits run as one compiled regex whose pieces are `tokenizers`' pieces
+    (offsets), on every corpus and on the characters where the chain's classes meet."""
+    import regex
+
+    from bpecore.hf import _DEEPSEEK_V3_PATTERN
+
+    enc, hf, _ = deepseek
+    assert enc._segment_core is not None and enc._segment_core.pattern == _DEEPSEEK_V3_PATTERN
+    rx = regex.compile(_DEEPSEEK_V3_PATTERN)
+    texts = [read_corpus(name)[: DEFAULT_BYTES * 4] for name in (*CORPORA, "adv_unicode")]
+    texts += ["タイプ・クリ\n 儰゛禂 a  1日 \x00\u3040x\u3097 ab\u200d12345 \t\n  \u3099"]
+    for text in texts:
+        want = [span for _, span in hf.pre_tokenizer.pre_tokenize_str(text)]
+        assert [m.span() for m in rx.finditer(text)] == want
+
+
 # ------------------------------------------------------------------------------------ Qwen2 (real)
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
