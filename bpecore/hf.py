@@ -449,14 +449,17 @@ _DEEPSEEK_V3_STAGES = (
 _DEEPSEEK_V3_CORE = "|".join(
     [
         r"\p{N}{1,3}",
-        rf"[[{_CJK}]--[\p{{L}}\p{{P}}\p{{S}}]]?[[\p{{L}}\p{{M}}]&&[{_CJK}]]+",
-        rf"[[\p{{P}}\p{{S}}]&&[{_CJK}]]+",
-        r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+""",
+        # Alternatives that can match at one position keep the word stage's order ([!"#...]
+        # before " ?[\p{P}\p{S}]+", the letter run before "\s+"); the others start on disjoint
+        # characters, so the common ones go first (English 18% faster than in the stage's order).
         rf"[^\r\n\p{{L}}\p{{P}}\p{{S}}\p{{N}}{_CJK}]?[[\p{{L}}\p{{M}}]--[{_CJK}]]+",
+        r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+""",
         rf" ?[[\p{{P}}\p{{S}}]--[{_CJK}]]+[\r\n]*",
         r"\s*[\r\n]+",
         rf"\s+(?:(?!\S)|(?=[\p{{N}}{_CJK}]))",
         r"\s+",
+        rf"[[{_CJK}]--[\p{{L}}\p{{P}}\p{{S}}]]?[[\p{{L}}\p{{M}}]&&[{_CJK}]]+",
+        rf"[[\p{{P}}\p{{S}}]&&[{_CJK}]]+",
     ]
 )
 _DEEPSEEK_V3_PATTERN = (
