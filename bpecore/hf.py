@@ -23,10 +23,12 @@ Two paths. A file that is one regex split (Split ``Isolated`` + ByteLevel withou
 ByteLevel alone), no normalizer, no non-special added token, no stripping flag and no
 ``ignore_merges`` token outside the merges gets a plain ``Encoding``: the compiled scanners or the
 ``regex`` fallback, and every exact operation. Anything else gets ``HFEncoding``: added tokens
-and the normalizer run in Python; a one-regex pre-tokenizer (Qwen2: NFC + one Split) then
-splits and encodes each segment in the compiled core, while chained stages run in Python
-(``regex`` module, linear per stage) and send each piece to the compiled BPE. Where Unicode
-tables differ, `tokenizers`' are used (``_UNNORMALIZED_RANGES``, ``_PUNCT_RANGES``, ``_DIGIT``).
+and the normalizer run in Python; a one-regex pre-tokenizer (Qwen2: NFC + one Split; DeepSeek
+V3's three Splits, which one derived regex cuts alike) then splits and encodes each segment in
+the compiled core (text already normalized with no added token in it: one call, no pipeline),
+while other chained stages run in Python (``regex`` module, linear per stage) and send each
+piece to the compiled BPE. Where Unicode tables differ, `tokenizers`' are used
+(``_UNNORMALIZED_RANGES``, ``_PUNCT_RANGES``, ``_DIGIT``).
 
 Exact operations on an ``HFEncoding`` (DESIGN.md's definitions; README, "Open models: which
 path"). A text "left alone" (no added token's text in it, and only characters the normalizer
