@@ -448,6 +448,23 @@ def test_hyp_deepseek_equal_hf(deepseek, text):
     _check(deepseek, text)
 
 
+def test_deepseek_chain_is_one_regex(deepseek):
+    """The three chained Splits run as one compiled regex whose pieces are `tokenizers`' pieces
+    (offsets), on every corpus and on the characters where the chain's classes meet."""
+    import regex
+
+    from bpecore.hf import _DEEPSEEK_V3_PATTERN
+
+    enc, hf, _ = deepseek
+    assert enc._segment_core is not None and enc._segment_core.pattern == _DEEPSEEK_V3_PATTERN
+    rx = regex.compile(_DEEPSEEK_V3_PATTERN)
+    texts = [read_corpus(name)[: DEFAULT_BYTES * 4] for name in (*CORPORA, "adv_unicode")]
+    texts += ["タイプ・クリ\n 儰゛禂 a  1日 \x00\u3040x\u3097 ab\u200d12345 \t\n  \u3099"]
+    for text in texts:
+        want = [span for _, span in hf.pre_tokenizer.pre_tokenize_str(text)]
+        assert [m.span() for m in rx.finditer(text)] == want
+
+
 # ------------------------------------------------------------------------------------ Qwen2 (real)
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -551,6 +568,76 @@ def test_qwen2_full_corpora(qwen):
 @given(text=_TEXT)
 def test_hyp_qwen2_equal_hf(qwen, text):
     _check(qwen, text)
+
+
+# ------------------------------------------------ NFC text: the normalizer is the identity (fast path)
+#: Pieces that are NFC or not, alone or next to each other: decomposed letters, marks out of
+#: canonical order, marks with no base, Hangul jamo, compatibility characters and characters
+#: `tokenizers`' older tables do not normalize (``_UNNORMALIZED_RANGES``) beside combining marks.
+_NFC_EDGE = st.sampled_from(
+    [
+        "e\u0301",
+        "\u0301",
+        "\u0323\u0301",
+        "\u0301\u0323",
+        "a\u0308\u0301",
+        "\u1100\u1161",
+        "\u11a8",
+        "가",
+        "Å",
+        "\u212b",
+        "ﬁ",
+        "\u1ac0",
+        "\u1ac0\u0301",
+        "\u0898",
+        "\u07fd",
+        "é",
+        " ",
+        "\n",
+        "word",
+        " the",
+        "<|im_start|>",
+        "日本",
+    ]
+)
+_NFC_TEXT = st.one_of(
+    st.lists(_NFC_EDGE, max_size=25).map("".join),
+    st.text(st.characters(categories=["Mn", "Mc", "Ll", "Lo", "Zs"]), max_size=40),
+)
+
+
+def _check_nfc(triple, text: str) -> None:
+    _check(triple, text)
+    enc, plain, _ = triple
+    want = len(plain.encode(text, add_special_tokens=False).ids)
+    for limit in (0, want - 1, want):
+        assert enc.count_till_limit(text, limit) == (want if want <= limit else None)
+
+
+@pytest.mark.parametrize("kind", ["qwen-like", "qwen-like-im"])
+@given(text=_NFC_TEXT)
+def test_hyp_nfc_fast_path_equal_hf(synthetic, kind, text):
+    _check_nfc(synthetic[kind], text)
+
+
+@given(text=_NFC_TEXT)
+def test_hyp_qwen2_nfc_fast_path_equal_hf(qwen, text):
+    _check_nfc(qwen, text)
+
+
+def test_qwen2_nfc_text_takes_one_compiled_call(qwen):
+    """NFC text with no added token in it skips the pipeline; anything else goes through it,
+    and both answer as `tokenizers` does (English, its NFD form, a special token's text)."""
+    import unicodedata
+
+    enc = qwen[0]
+    english = read_corpus("english")[:DEFAULT_BYTES]
+    assert not english.isascii() and enc._untouched(english)
+    decomposed = unicodedata.normalize("NFD", read_corpus("multilingual")[:DEFAULT_BYTES])
+    assert not enc._untouched(decomposed)
+    assert not enc._untouched("x<|im_start|>y")
+    for text in (english, decomposed, english + "<|im_start|>" + decomposed):
+        _check_nfc(qwen, text)
 
 
 # ------------------------------------------------------------------ Unicode tables of `tokenizers`
