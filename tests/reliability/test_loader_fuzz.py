@@ -16,6 +16,7 @@ import base64
 import json
 import random
 import struct
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -134,6 +135,22 @@ LOADERS: dict[str, tuple[str, Callable[[], bytes], Callable]] = {
     ),
     "gguf": ("model.gguf", gguf_bytes, bpecore.load_gguf),
 }
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_background_builds():
+    """Wait for the service's preload thread (started when the live-server fixtures of
+    tests/reliability/conftest.py import ``bpecore_service.main``) before any load here.
+
+    Starting and stopping ``tracemalloc`` (``_bounded``) while another thread allocates without
+    the GIL (the preload thread decompressing and building the shipped vocabularies) crashes
+    CPython 3.11: ``-m slow`` here died with SIGSEGV in that thread in 7 of 14 runs. The same
+    mutations in a plain script with the thread and without tracemalloc (4 runs), or with
+    tracemalloc and without the thread (2 runs), never crashed; with both, 2 runs of 4 did."""
+    preload = sys.modules.get("bpecore_service.preload")
+    thread = getattr(preload, "_started", None)
+    if thread is not None:
+        thread.join()
 
 
 def _bounded(call: Callable[[], object]) -> object:
