@@ -5,7 +5,8 @@ Loaders: ``load_hf`` (tokenizer.json), ``load_tekken``, ``load_llama`` (tokenize
 ``load_gguf`` and ``from_pretrained`` (a model directory). Each gets hand-made breakages
 (truncated, wrong types, deep nesting, duplicate tokens and merges, merges naming missing tokens,
 invalid UTF-8, gigantic strings, GGUF counts of 2**60) and seeded random mutations of a valid file
-(byte flips, cuts, splices); a mutated file must load (and then encode) or be refused with a
+(byte flips, cuts, splices; a model directory's tokenizer_config.json beside a valid
+tokenizer.json); a mutated file must load (and then encode) or be refused with a
 ``VocabError``, never another exception. Fixed seeds: a few seconds in the default run, many more
 mutations under ``-m slow``.
 """
@@ -124,8 +125,32 @@ def _write_dir(directory: Path, files: dict[str, bytes]) -> Path:
     return directory
 
 
+def pretrained_config() -> bytes:
+    """A model directory's tokenizer_config.json: special tokens, a length, named chat templates."""
+    templates = [
+        {"name": "default", "template": "{% for m in messages %}{{ m.content }}{% endfor %}"},
+        {"name": "tool_use", "template": "{{ tools | tojson }}{{ messages[-1].content }}"},
+    ]
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": {"content": "</s>", "special": True},
+        "model_max_length": 4096,
+        "chat_template": templates,
+    }
+    return json.dumps(config).encode()
+
+
+def load_pretrained(path: Path):
+    """``from_pretrained`` of the directory holding ``path`` (its tokenizer_config.json), with a
+    valid tokenizer.json beside it: the mutations reach the directory's own file."""
+    (path.parent / "tokenizer.json").write_text(json.dumps(hf_doc()))
+    return bpecore.from_pretrained(path.parent)
+
+
 #: loader name -> (file name, valid content, load)
 LOADERS: dict[str, tuple[str, Callable[[], bytes], Callable]] = {
+    "pretrained": ("tokenizer_config.json", pretrained_config, load_pretrained),
     "hf": ("tokenizer.json", lambda: json.dumps(hf_doc()).encode(), bpecore.load_hf),
     "tekken": ("tekken.json", lambda: json.dumps(tekken_doc()).encode(), bpecore.load_tekken),
     "llama": (
