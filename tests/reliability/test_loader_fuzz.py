@@ -5,7 +5,8 @@ Loaders: ``load_hf`` (tokenizer.json), ``load_tekken``, ``load_llama`` (tokenize
 ``load_gguf`` and ``from_pretrained`` (a model directory). Each gets hand-made breakages
 (truncated, wrong types, deep nesting, duplicate tokens and merges, merges naming missing tokens,
 invalid UTF-8, gigantic strings, GGUF counts of 2**60) and seeded random mutations of a valid file
-(byte flips, cuts, splices); a mutated file must load (and then encode) or be refused with a
+(byte flips, cuts, splices; a model directory's tokenizer_config.json beside a valid
+tokenizer.json); a mutated file must load (and then encode) or be refused with a
 ``VocabError``, never another exception. Fixed seeds: a few seconds in the default run, many more
 mutations under ``-m slow``.
 """
@@ -16,6 +17,7 @@ import base64
 import json
 import random
 import struct
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -123,8 +125,32 @@ def _write_dir(directory: Path, files: dict[str, bytes]) -> Path:
     return directory
 
 
+def pretrained_config() -> bytes:
+    """A model directory's tokenizer_config.json: special tokens, a length, named chat templates."""
+    templates = [
+        {"name": "default", "template": "{% for m in messages %}{{ m.content }}{% endfor %}"},
+        {"name": "tool_use", "template": "{{ tools | tojson }}{{ messages[-1].content }}"},
+    ]
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": {"content": "</s>", "special": True},
+        "model_max_length": 4096,
+        "chat_template": templates,
+    }
+    return json.dumps(config).encode()
+
+
+def load_pretrained(path: Path):
+    """``from_pretrained`` of the directory holding ``path`` (its tokenizer_config.json), with a
+    valid tokenizer.json beside it: the mutations reach the directory's own file."""
+    (path.parent / "tokenizer.json").write_text(json.dumps(hf_doc()))
+    return bpecore.from_pretrained(path.parent)
+
+
 #: loader name -> (file name, valid content, load)
 LOADERS: dict[str, tuple[str, Callable[[], bytes], Callable]] = {
+    "pretrained": ("tokenizer_config.json", pretrained_config, load_pretrained),
     "hf": ("tokenizer.json", lambda: json.dumps(hf_doc()).encode(), bpecore.load_hf),
     "tekken": ("tekken.json", lambda: json.dumps(tekken_doc()).encode(), bpecore.load_tekken),
     "llama": (
@@ -134,6 +160,22 @@ LOADERS: dict[str, tuple[str, Callable[[], bytes], Callable]] = {
     ),
     "gguf": ("model.gguf", gguf_bytes, bpecore.load_gguf),
 }
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_background_builds():
+    """Wait for the service's preload thread (started when the live-server fixtures of
+    tests/reliability/conftest.py import ``bpecore_service.main``) before any load here.
+
+    Starting and stopping ``tracemalloc`` (``_bounded``) while another thread allocates without
+    the GIL (the preload thread decompressing and building the shipped vocabularies) crashes
+    CPython 3.11: ``-m slow`` here died with SIGSEGV in that thread in 7 of 14 runs. The same
+    mutations in a plain script with the thread and without tracemalloc (4 runs), or with
+    tracemalloc and without the thread (2 runs), never crashed; with both, 2 runs of 4 did."""
+    preload = sys.modules.get("bpecore_service.preload")
+    thread = getattr(preload, "_started", None)
+    if thread is not None:
+        thread.join()
 
 
 def _bounded(call: Callable[[], object]) -> object:
