@@ -7,8 +7,8 @@ Loaders: ``load_hf`` (tokenizer.json), ``load_tekken``, ``load_llama`` (tokenize
 invalid UTF-8, gigantic strings, GGUF counts of 2**60) and seeded random mutations of a valid file
 (byte flips, cuts, splices; a model directory's tokenizer_config.json beside a valid
 tokenizer.json); a mutated file must load (and then encode) or be refused with a
-``VocabError``, never another exception. Fixed seeds: a few seconds in the default run, many more
-mutations under ``-m slow``.
+``VocabError``, never another exception. Fixed seeds: 10,000 mutations per loader in the default run
+(about a minute here), 100,000 under ``-m slow``.
 """
 
 from __future__ import annotations
@@ -496,10 +496,10 @@ def _fuzz(tmp_path: Path, kind: str, n: int, seed: int) -> None:
 
 @pytest.mark.parametrize("kind", sorted(LOADERS))
 def test_mutations(tmp_path, kind):
-    _fuzz(tmp_path, kind, n=25, seed=23)
+    _fuzz(tmp_path, kind, n=10_000, seed=23)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(LOADERS))
 def test_mutations_long(tmp_path, kind):
-    _fuzz(tmp_path, kind, n=1500, seed=2323)
+    _fuzz(tmp_path, kind, n=100_000, seed=2323)
