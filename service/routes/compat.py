@@ -45,13 +45,10 @@ from bpecore_service.schemas import (
 router = APIRouter(tags=["compatibility"], responses=COMMON_ERRORS)
 
 
-def _vllm_tokenize(body: VllmTokenizeRequest, ctx: Ctx) -> Response:
-    enc = ctx.encoding(body.model)
-    with ctx.op("encode", enc, utf8_len(body.prompt)) as rec:
-        tokens = enc.encode(body.prompt, allowed_special="all")
-        rec["tokens"] = len(tokens)
+def _vllm_reply(enc, tokens: list[int], return_token_strs: bool, ctx: Ctx) -> Response:
+    """vLLM's /tokenize answer for ``tokens`` (both request forms)."""
     strs = None
-    if body.return_token_strs:
+    if return_token_strs:
         ctx.check_max("tokens with strings", len(tokens), ctx.settings.max_offsets)
         strs = [enc.decode_bytes([t]).decode("utf-8", "replace") for t in tokens]
     return reply(
@@ -62,6 +59,14 @@ def _vllm_tokenize(body: VllmTokenizeRequest, ctx: Ctx) -> Response:
             token_strs=strs,
         )
     )
+
+
+def _vllm_tokenize(body: VllmTokenizeRequest, ctx: Ctx) -> Response:
+    enc = ctx.encoding(body.model)
+    with ctx.op("encode", enc, utf8_len(body.prompt)) as rec:
+        tokens = enc.encode(body.prompt, allowed_special="all")
+        rec["tokens"] = len(tokens)
+    return _vllm_reply(enc, tokens, body.return_token_strs, ctx)
 
 
 def _vllm_tokenize_chat(body: VllmTokenizeChatRequest, ctx: Ctx) -> Response:
@@ -100,18 +105,7 @@ def _vllm_tokenize_chat(body: VllmTokenizeChatRequest, ctx: Ctx) -> Response:
         except ValueError as e:
             raise APIError(422, "unsupported_message", str(e)) from None
         rec["tokens"] = len(tokens)
-    strs = None
-    if body.return_token_strs:
-        ctx.check_max("tokens with strings", len(tokens), ctx.settings.max_offsets)
-        strs = [enc.decode_bytes([t]).decode("utf-8", "replace") for t in tokens]
-    return reply(
-        VllmTokenizeResponse(
-            count=len(tokens),
-            max_model_len=getattr(enc, "max_model_len", None),
-            tokens=tokens,
-            token_strs=strs,
-        )
-    )
+    return _vllm_reply(enc, tokens, body.return_token_strs, ctx)
 
 
 def _tei_tokenize(body: TeiTokenizeRequest, ctx: Ctx) -> list[list[TeiToken]]:
