@@ -905,6 +905,25 @@ def _list_bpe(
 
 
 # ---------------------------------------------------------------------------------- the encoding
+def longest_prefix_within(enc: Encoding, window: str, n: int) -> int:
+    """The largest ``k`` with ``count(window[:k]) <= n``, each candidate counted from the longest
+    down (``count_till_limit``): the slower exact ``split_at`` over a window no longer prefix
+    can fit in."""
+    for k in range(len(window), 0, -1):
+        if enc.count_till_limit(window[:k], n) is not None:
+            return k
+    return 0
+
+
+def shortest_suffix_within(enc: Encoding, text: str, start: int, n: int) -> int:
+    """The smallest ``k >= start`` with ``count(text[k:]) <= n``, from the longest candidate on:
+    the mirror of ``longest_prefix_within`` for ``split_at_end``."""
+    for k in range(start, len(text)):
+        if enc.count_till_limit(text[k:], n) is not None:
+            return k
+    return len(text)
+
+
 class HFEncoding(Encoding):
     """An ``Encoding`` whose text goes through a `tokenizers` pipeline before the compiled BPE.
 
@@ -1171,10 +1190,7 @@ class HFEncoding(Encoding):
         plain = self._plain()
         if plain is not None and plain._core.kind != _PAT_REGEX and self._left_alone(window):
             return plain.split_at(window, n)
-        for k in range(stop, 0, -1):  # the first that fits, from the longest candidate down
-            if self.count_till_limit(window[:k], n) is not None:
-                return k
-        return 0
+        return longest_prefix_within(self, window, n)
 
     def split_at_end(self, text: str, n: int) -> int:
         """The smallest character offset ``k`` with ``count(text[k:]) <= n`` (keep the tail).
@@ -1197,10 +1213,7 @@ class HFEncoding(Encoding):
         plain = self._plain()
         if plain is not None and plain._core.kind != _PAT_REGEX and self._left_alone(window):
             return start + plain.split_at_end(window, n)
-        for k in range(start, len(text)):  # the first that fits, from the longest candidate on
-            if self.count_till_limit(text[k:], n) is not None:
-                return k
-        return len(text)
+        return shortest_suffix_within(self, text, start, n)
 
     def interval_counter(self, text: str, *, piece_tables: bool = True):
         """Counter of ``count(text[i:j])``: the compiled ``IntervalCounter`` of the plain encoding

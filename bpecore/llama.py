@@ -262,10 +262,9 @@ class WholePieceEncoding(Encoding):
         window = text[: self._byte_window(text, n)]
         if not self._spells_whole(window):
             return super().split_at(window, n)
-        for k in range(len(window), 0, -1):  # the longest candidate that fits
-            if self.count_till_limit(window[:k], n) is not None:
-                return k
-        return 0
+        from bpecore.hf import longest_prefix_within
+
+        return longest_prefix_within(self, window, n)
 
     def split_at_end(self, text: str, n: int) -> int:
         if n < 0:
@@ -275,10 +274,9 @@ class WholePieceEncoding(Encoding):
         window = text[start:]
         if not self._spells_whole(window):
             return start + super().split_at_end(window, n)
-        for k in range(start, len(text)):  # the longest candidate that fits
-            if self.count_till_limit(text[k:], n) is not None:
-                return k
-        return len(text)
+        from bpecore.hf import shortest_suffix_within
+
+        return shortest_suffix_within(self, text, start, n)
 
     def interval_counter(self, text: str, *, piece_tables: bool = True):
         text = _valid(text)
