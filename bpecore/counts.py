@@ -97,6 +97,18 @@ class PieceCounts:
             "input_bytes": self.input_bytes,
         }
 
+    @classmethod
+    def _from_header(cls, header: dict) -> PieceCounts:
+        """Empty counts with the settings ``_header`` wrote (both file formats carry it)."""
+        return cls(
+            header["pattern"],
+            header["special_tokens"],
+            None,
+            header["superword_pattern"],
+            None,
+            header["input_bytes"],
+        )
+
     def _check_same(self, other: PieceCounts) -> None:
         for what in ("pattern", "special_tokens", "superword_pattern"):
             if getattr(self, what) != getattr(other, what):
@@ -195,14 +207,7 @@ class PieceCounts:
         (h,) = struct.unpack_from("<I", data, 8)
         header = json.loads(data[12 : 12 + h].decode("utf-8"))
         body = zlib.decompress(data[12 + h :])
-        out = cls(
-            header["pattern"],
-            header["special_tokens"],
-            None,
-            header["superword_pattern"],
-            None,
-            header["input_bytes"],
-        )
+        out = cls._from_header(header)
         pos = 0
         for t in header["tables"]:
             n = t["n"]
@@ -337,14 +342,7 @@ def _load_parquet(path: str) -> PieceCounts:
     if meta is None:
         raise ValueError(f"{path}: a Parquet file without bpecore piece-count metadata")
     header = json.loads(meta.decode("utf-8"))
-    out = PieceCounts(
-        header["pattern"],
-        header["special_tokens"],
-        None,
-        header["superword_pattern"],
-        None,
-        header["input_bytes"],
-    )
+    out = PieceCounts._from_header(header)
     names = data.column("table").to_pylist()
     pieces = data.column("piece").to_pylist()
     values = data.column("count").to_pylist()
