@@ -46,6 +46,10 @@ their own.
 #   n/16 slots (up to 2**20) hashed with piece_hash (rounds 2 and 3).
 # - A piece table gives up past CAND_PER_BYTE tokens per byte: with a table for every length,
 #   runs of spaces took the build 12x the instructions (round 3).
+# - Without tables the pass counts pieces as encode_text does (whole-piece table, then the shared
+#   piece cache, slots prefetched a block ahead), and the buffers of a text over ~2 MB get huge
+#   pages before they are filled (a quarter of the pass was page faults): 18-21 -> 11 ms per
+#   English MB (docs/perf/chunker.md).
 # The measurements behind these decisions: docs/perf/interval.md.
 
 from cpython.object cimport PyObject_LengthHint
@@ -54,6 +58,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
+from bpecore._hugepages cimport bpe_huge_pages
 from bpecore._classes cimport BPE_UT_N, F_L, PAT_NONE, PAT_R50K, PAT_REGEX, o200k_words
 from bpecore._types cimport NO_TOKEN
 from bpecore._piececache cimport (
@@ -268,6 +273,8 @@ cdef class IntervalCounter:
         cdef const VocabView* v = &encoder.vocab.view
         cdef uint32_t* cb
         if self.nchars != self.n:
+            self.char_byte.reserve(self.nchars + 1)
+            bpe_huge_pages(self.char_byte.data(), 4 * (self.nchars + 1))
             self.char_byte.resize(self.nchars + 1)
             cb = self.char_byte.data()
             with nogil:
@@ -310,17 +317,21 @@ cdef class IntervalCounter:
             # without tables a piece needs only its count: the encoder's piece cache has it
             table = encoder.piece_cache.get()   # held for the pass: a resize may replace it
             shared = table.ptr
-        while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << 4) < self.n:
+        # with the piece cache only pieces longer than its key come here (73 of 216,000 in English)
+        while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << (4 if shared == NULL else 10)) < self.n:
             mask = (mask << 1) | 1
             shift -= 1
         with nogil:
             if shared == NULL:
                 seen.resize(mask + 1)   # else made when a piece longer than the cache's key comes
+            self.piece_at.reserve(self.n + 1)
+            bpe_huge_pages(self.piece_at.data(), 4 * (self.n + 1))
             self.piece_at.assign(self.n + 1, -1)
             self.piece_at[0] = 0
             at = self.piece_at.data()
             # about 4 bytes per piece in English, 3-6 in other scripts: grown at most once or twice
             self.pieces.reserve(self.n // 4 + 16)
+            bpe_huge_pages(self.pieces.data(), sizeof(_Piece) * (self.n // 4 + 16))
             piece.cum = 0
             piece.end = 0
             piece.reach = 0
