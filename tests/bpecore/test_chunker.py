@@ -660,3 +660,25 @@ def test_chunker_searches_meet_their_definitions(corpus, encoding_name, name):
         assert state._look_ahead(s, tokens, lo, lo + 2, stop) == max(ends, default=lo)
         e = min(len(text), s + rng.randrange(1, 3000))
         assert state._nearest_start(e, s, tokens) == s + enc.split_at_end(text[s:e], tokens)
+
+
+@pytest.mark.parametrize("name", ["english", "multilingual"])
+def test_count_only_counters_search_like_the_interval_counter(corpus, cl100k, name):
+    """Counters with only ``count`` (pipeline encodings) get the same searches from Python."""
+    from bpecore.chunker import _CountSearches
+
+    text = corpus(name)[:20_000]
+    ic = cl100k.interval_counter(text, piece_tables=False)
+    slow = _CountSearches(ic)
+    rng = random.Random(name)
+    for _ in range(40):
+        s = rng.randrange(len(text))
+        tokens = rng.choice([0, 1, 7, 64, 300])
+        step = rng.randrange(1, 2000)
+        assert slow.crossing(s, tokens, step) == ic.crossing(s, tokens, step)
+        e = min(len(text), s + rng.randrange(0, 3000))
+        assert slow.crossing_before(e, s, tokens, step) == ic.crossing_before(e, s, tokens, step)
+        first, stop = s + rng.randrange(0, 30), s + rng.randrange(0, 60)
+        assert slow.last_end_within(s, tokens, first, stop) == ic.last_end_within(
+            s, tokens, first, stop
+        )
