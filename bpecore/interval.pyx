@@ -23,10 +23,10 @@ Memory: 4 bytes per text byte (piece index at each boundary, or the two counts p
 ~(prefix << 16 | suffix) inside a piece: no extra memory), 24 bytes per piece (one struct:
 running count, end, running horizon), plus 4 bytes per character for non-ASCII text; 14.0 bytes
 per byte measured on the English corpus.
-``piece_tables=False`` skips the inner counts (the build is then 20-30% fewer instructions and
-up to 2x less time; queries that end inside pieces backtrack them): for callers asking few queries
-per piece, like the chunker (``bench_chunk.py`` English at 2,048 tokens: 61 MB/s without the
-tables, 25-28 MB/s with them).
+``piece_tables=False`` skips the inner counts and takes each piece's count as ``count`` does
+(whole-piece table, then the encoder's piece cache): the pass then costs about 1.8x a ``count`` of
+the text, and queries that end inside pieces backtrack them. For callers asking few queries per
+piece, like the chunker (docs/perf/chunker.md).
 Threads: single ``count()`` calls up to GIL_BYTES hold the GIL and share the counter's buffers
 and head cache (the GIL is their lock); longer slices and ``count_many`` release the GIL and use
 their own.
