@@ -2,12 +2,15 @@
 
 Usage: python benches/bench_chunk.py [--corpora english code multilingual] [--limits 128 512 2048]
                                      [--size BYTES] [--runs N] [--splitters NAME ...] [--clock wall|cpu]
+                                     [--count]
 For each corpus (the first --size bytes of ../shared/corpora/<name>.1mb.txt.gz, default the whole
 file), each limit and each splitter it reports MB/s (UTF-8 input bytes / best of --runs; the runs
 of the splitters alternate, so a change in the machine's load hits them alike), the number of
 chunks, the mean fill (tokens / limit, counted by tiktoken) and how many chunks exceed the limit
 by tiktoken's count. ``--clock cpu`` times with the process's CPU time instead of the wall clock:
-steadier on a shared, loaded machine (every contender runs in one thread). Every contender counts
+steadier on a shared, loaded machine (every contender runs in one thread). ``--count`` also
+prints bpecore's ``count`` of each whole corpus in MB/s, the floor under chunking (which makes
+one interval-counter pass over the text, then a few queries per chunk). Every contender counts
 with cl100k_base:
   bpecore           bpecore.chunk(text, "cl100k_base", limit)          (trim, no overlap)
   sts               semantic_text_splitter.TextSplitter.from_tiktoken_model("gpt-4", limit)
@@ -89,6 +92,12 @@ def splitters(tik) -> dict[str, Callable[[int], Callable[[str], list[str]]]]:
     return out
 
 
+def _timed(clock: Callable[[], float], f: Callable[[str], object], text: str) -> float:
+    t0 = clock()
+    f(text)
+    return clock() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpora", nargs="+", default=["english", "code", "multilingual"])
@@ -98,6 +107,11 @@ def main() -> None:
     ap.add_argument("--splitters", nargs="+", default=None, help="subset of contenders to run")
     ap.add_argument(
         "--clock", choices=["wall", "cpu"], default="wall", help="wall clock or process CPU time"
+    )
+    ap.add_argument(
+        "--count",
+        action="store_true",
+        help="also time bpecore's count of each whole corpus (the floor chunking builds on)",
     )
     args = ap.parse_args()
 
@@ -131,6 +145,9 @@ def main() -> None:
         if args.size:
             text = text.encode("utf-8")[: args.size].decode("utf-8", "ignore")
         mb = len(text.encode("utf-8")) / 1e6
+        if args.count:
+            best_count = min(_timed(clock, enc.count, text) for _ in range(max(3, args.runs)))
+            print(f"# {name}: count(text) alone {mb / best_count:.2f} MB/s", flush=True)
         for limit in args.limits:
             split = {label: make(limit) for label, make in contenders.items()}
             best = dict.fromkeys(split, float("inf"))

@@ -190,6 +190,75 @@ def _resolve(encoding: str | Encoding) -> Encoding:
     return encoding
 
 
+class _CountSearches:
+    """``IntervalCounter``'s searches (``crossing``, ``crossing_before``, ``last_end_within``) for
+    a counter that has only ``count(i, j)`` (the slice counters of pipeline encodings): the same
+    probes, asked from Python."""
+
+    def __init__(self, counter) -> None:
+        self.count = counter.count
+        self.n = len(counter)
+
+    def crossing(self, s: int, tokens: int, step: int) -> int:
+        count, n = self.count, self.n
+        lo, c_lo = s, 0
+        while True:
+            hi = min(n, lo + step)
+            c_hi = count(s, hi)
+            if c_hi > tokens:
+                break
+            if hi == n:
+                return n
+            lo, c_lo = hi, c_hi
+            step *= 2
+        guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
+        halve = False
+        while hi - lo > 1:
+            if halve or not lo < guess < hi:
+                guess = (lo + hi) // 2
+            c = count(s, guess)
+            if c <= tokens:
+                lo, c_lo = guess, c
+            else:
+                hi, c_hi = guess, c
+            guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
+            halve = not halve
+        return lo
+
+    def crossing_before(self, e: int, lo: int, tokens: int, step: int) -> int:
+        count = self.count
+        near, c_near = e, 0
+        while True:
+            far = max(lo, near - step)
+            c_far = count(far, e)
+            if c_far > tokens:
+                break
+            if far == lo:
+                return lo
+            near, c_near = far, c_far
+            step *= 2
+        guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
+        halve = False
+        while near - far > 1:
+            if halve or not far < guess < near:
+                guess = (far + near) // 2
+            c = count(guess, e)
+            if c <= tokens:
+                near, c_near = guess, c
+            else:
+                far, c_far = guess, c
+            guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
+            halve = not halve
+        return near
+
+    def last_end_within(self, s: int, tokens: int, first: int, stop: int) -> int:
+        count = self.count
+        for e in range(min(stop, self.n), max(first, s) - 1, -1):
+            if count(s, e) <= tokens:
+                return e
+        return -1
+
+
 # ---------------------------------------------------------------------------- the chunker
 class _Chunker:
     """State for chunking one text: the interval counter and a chars-per-token estimate."""
@@ -212,6 +281,8 @@ class _Chunker:
         self.trim = trim
         # about one query per 30 tokens: the per-piece tables would cost more than they save
         self.counter = enc.interval_counter(text, piece_tables=False)
+        if not hasattr(self.counter, "crossing"):
+            self.counter = _CountSearches(self.counter)
         self.chars_per_token = 4.0
         self.heading_ends: set[int] = set()  # where a heading's body starts: no cut there
         if language is not None and language != "markdown":
@@ -235,34 +306,13 @@ class _Chunker:
         (``_look_ahead``). About 10-30 O(1) queries per chunk, against a ``split_at`` whose work
         grows with ``tokens``.
         """
-        count, n = self.counter.count, self.n
-        # Gallop out from s (a query can cost as much as re-encoding its slice when s falls inside
-        # a huge pre-token piece, so never ask about more than about twice the chunk).
-        lo, c_lo = s, 0
-        step = max(16, int(tokens * self.chars_per_token * 1.25))
-        while True:
-            hi = min(n, lo + step)
-            c_hi = count(s, hi)
-            if c_hi > tokens:
-                break
-            if hi == n:
-                return n, n
-            lo, c_lo = hi, c_hi
-            step *= 2
-        # Interpolate towards tokens + 1/2, in integers: int() of the float quotient, without floats
-        # (equal while (hi - lo) * (c_hi - c_lo) < 2**51, i.e. any chunk under a gigabyte).
-        guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
-        halve = False
-        while hi - lo > 1:
-            if halve or not lo < guess < hi:
-                guess = (lo + hi) // 2
-            c = count(s, guess)
-            if c <= tokens:
-                lo, c_lo = guess, c
-            else:
-                hi, c_hi = guess, c
-            guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
-            halve = not halve
+        n = self.n
+        # A gallop from s, then interpolation (in integers) alternating with halvings, in
+        # compiled code; a query can cost as much as re-encoding its slice when s falls inside a
+        # huge pre-token piece, so the first step asks about little more than the chunk.
+        lo = self.counter.crossing(s, tokens, max(16, int(tokens * self.chars_per_token * 1.25)))
+        if lo == n:
+            return n, n
         stop = lo + 1 + _LOOKAHEAD
         if self.text[lo].isspace():  # whitespace tokens run up to 128 characters
             stop = max(stop, self._skip_ws(lo, min(n, lo + _WS_LOOKAHEAD)) + 1)
@@ -276,39 +326,16 @@ class _Chunker:
 
     def _look_ahead(self, s: int, tokens: int, lo: int, first: int, stop: int) -> int:
         """The largest ``e`` in ``[first, stop]`` with ``count(s, e) <= tokens``, else ``lo``."""
-        count = self.counter.count
-        for e in range(stop, first - 1, -1):
-            if count(s, e) <= tokens:
-                return e
-        return lo
+        e = self.counter.last_end_within(s, tokens, first, stop)
+        return lo if e < 0 else e
 
     def _nearest_start(self, e: int, lo: int, tokens: int) -> int:
         """The smallest ``s >= lo`` with ``count(text[s:e]) <= tokens`` (the mirror image)."""
         count = self.counter.count
-        near, c_near = e, 0  # count(far, e) > tokens >= count(near, e)
         step = max(16, int(tokens * self.chars_per_token * 1.25))
-        while True:
-            far = max(lo, near - step)
-            c_far = count(far, e)
-            if c_far <= tokens:
-                if far == lo:
-                    return lo
-                near, c_near = far, c_far
-                step *= 2
-                continue
-            break
-        guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
-        halve = False
-        while near - far > 1:
-            if halve or not far < guess < near:
-                guess = (far + near) // 2
-            c = count(guess, e)
-            if c <= tokens:
-                near, c_near = guess, c
-            else:
-                far, c_far = guess, c
-            guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
-            halve = not halve
+        near = self.counter.crossing_before(e, lo, tokens, step)
+        if near == lo:
+            return lo
         best = near
         stop = near - 1 - _LOOKAHEAD
         if near > 0 and self.text[near - 1].isspace():

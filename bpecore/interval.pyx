@@ -23,10 +23,10 @@ Memory: 4 bytes per text byte (piece index at each boundary, or the two counts p
 ~(prefix << 16 | suffix) inside a piece: no extra memory), 24 bytes per piece (one struct:
 running count, end, running horizon), plus 4 bytes per character for non-ASCII text; 14.0 bytes
 per byte measured on the English corpus.
-``piece_tables=False`` skips the inner counts (the build is then 20-30% fewer instructions and
-up to 2x less time; queries that end inside pieces backtrack them): for callers asking few queries
-per piece, like the chunker (``bench_chunk.py`` English at 2,048 tokens: 61 MB/s without the
-tables, 25-28 MB/s with them).
+``piece_tables=False`` skips the inner counts and takes each piece's count as ``count`` does
+(whole-piece table, then the encoder's piece cache): the pass then costs about 1.8x a ``count`` of
+the text, and queries that end inside pieces backtrack them. For callers asking few queries per
+piece, like the chunker (docs/perf/chunker.md).
 Threads: single ``count()`` calls up to GIL_BYTES hold the GIL and share the counter's buffers
 and head cache (the GIL is their lock); longer slices and ``count_many`` release the GIL and use
 their own.
@@ -46,6 +46,10 @@ their own.
 #   n/16 slots (up to 2**20) hashed with piece_hash (rounds 2 and 3).
 # - A piece table gives up past CAND_PER_BYTE tokens per byte: with a table for every length,
 #   runs of spaces took the build 12x the instructions (round 3).
+# - Without tables the pass counts pieces as encode_text does (whole-piece table, then the shared
+#   piece cache, slots prefetched a block ahead), and the buffers of a text over ~2 MB get huge
+#   pages before they are filled (a quarter of the pass was page faults): 18-21 -> 11 ms per
+#   English MB (docs/perf/chunker.md).
 # The measurements behind these decisions: docs/perf/interval.md.
 
 from cpython.object cimport PyObject_LengthHint
@@ -54,11 +58,19 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
+from bpecore._hugepages cimport bpe_huge_pages
 from bpecore._classes cimport BPE_UT_N, F_L, PAT_NONE, PAT_R50K, PAT_REGEX, o200k_words
 from bpecore._types cimport NO_TOKEN
-from bpecore.backtrack cimport BacktrackEncoder, count_piece, encode_piece
-from bpecore.pretokenize cimport char_flags_fast, next_piece_end, piece_horizon
-from bpecore.vocab cimport VocabView, is_valid_pair, mul_hash, load_head, lookup_piece, piece_hash
+from bpecore._piececache cimport (
+    BPE_CACHE_KEY, BpeCacheTable, bpe_cache_bucket, bpe_cache_count, bpe_cache_get, bpe_cache_put,
+)
+from bpecore._simd cimport bpe_prefetch
+from bpecore.backtrack cimport BacktrackEncoder, backtrack_piece, count_piece, encode_piece
+from bpecore.piececache cimport CacheTable
+from bpecore.pretokenize cimport char_flags_fast, next_piece_end, next_piece_ends, piece_horizon
+from bpecore.vocab cimport (
+    VocabView, is_valid_pair, mul_hash, load_head, lookup_piece, lookup_piece_hashed, piece_hash,
+)
 
 
 cdef struct _Seen:
@@ -92,6 +104,7 @@ cdef enum:
     TABLE_MAX = 1024      #: longer pieces get no prefix/suffix counts (< 2**15: they fit piece_at's inner entries)
     CAND_PER_BYTE = 8     #: _piece_table gives up past this many tokens per byte (English: 3.4)
     CAND_SLACK = 16
+    BLOCK = 16            #: pieces cut per scanner call in the pass
 
 
 cdef inline Py_ssize_t _horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t e) noexcept nogil:
@@ -260,6 +273,8 @@ cdef class IntervalCounter:
         cdef const VocabView* v = &encoder.vocab.view
         cdef uint32_t* cb
         if self.nchars != self.n:
+            self.char_byte.reserve(self.nchars + 1)
+            bpe_huge_pages(self.char_byte.data(), 4 * (self.nchars + 1))
             self.char_byte.resize(self.nchars + 1)
             cb = self.char_byte.data()
             with nogil:
@@ -287,52 +302,111 @@ cdef class IntervalCounter:
         cdef vector[_Seen] seen
         cdef _Seen* slot
         cdef _Piece piece
-        cdef uint64_t mask = 255, hashed
+        cdef uint64_t mask = 255, hashed, hits = 0, misses = 0
         cdef int shift = 56
-        cdef Py_ssize_t pcount
+        cdef Py_ssize_t pcount, nb, i
+        cdef Py_ssize_t ends[BLOCK]
+        cdef uint64_t heads[BLOCK]
+        cdef uint64_t hashes[BLOCK]
+        cdef Py_ssize_t start
         cdef int32_t* at
         cdef vector[uint32_t] work
-        while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << 4) < self.n:
+        cdef CacheTable table = None
+        cdef BpeCacheTable* shared = NULL
+        if not self.tables:
+            # without tables a piece needs only its count: the encoder's piece cache has it
+            table = encoder.piece_cache.get()   # held for the pass: a resize may replace it
+            shared = table.ptr
+        # with the piece cache only pieces longer than its key come here (73 of 216,000 in English)
+        while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << (4 if shared == NULL else 10)) < self.n:
             mask = (mask << 1) | 1
             shift -= 1
         with nogil:
-            seen.resize(mask + 1)
+            if shared == NULL:
+                seen.resize(mask + 1)   # else made when a piece longer than the cache's key comes
+            self.piece_at.reserve(self.n + 1)
+            bpe_huge_pages(self.piece_at.data(), 4 * (self.n + 1))
             self.piece_at.assign(self.n + 1, -1)
             self.piece_at[0] = 0
             at = self.piece_at.data()
             # about 4 bytes per piece in English, 3-6 in other scripts: grown at most once or twice
             self.pieces.reserve(self.n // 4 + 16)
+            bpe_huge_pages(self.pieces.data(), sizeof(_Piece) * (self.n // 4 + 16))
             piece.cum = 0
             piece.end = 0
             piece.reach = 0
             self.pieces.push_back(piece)
             while pos < self.n:
-                e = next_piece_end(kind, self.s, self.n, pos)
-                if e - pos >= SEEN_MIN:
-                    # repeated pieces (words, CJK runs) are encoded once per pass; their inner
-                    # prefix/suffix counts are copied from the first occurrence
-                    hashed = piece_hash(self.s + pos, e - pos, load_head(self.s + pos, e - pos)) >> shift
-                    slot = &seen[hashed]
-                    if slot.length == e - pos and memcmp(self.s + slot.start, self.s + pos, e - pos) == 0:
-                        pcount = slot.count
-                        if self.tables:
-                            memcpy(at + pos + 1, at + slot.start + 1, (e - pos - 1) * sizeof(int32_t))
+                nb = next_piece_ends(kind, self.s, self.n, pos, ends, BLOCK)
+                if shared != NULL:
+                    # hash the block's pieces and prefetch their slots first, so that the cache
+                    # misses of the lookups overlap (as encode_text does)
+                    start = pos
+                    for i in range(nb):
+                        e = ends[i]
+                        if 1 < e - start <= BPE_CACHE_KEY:
+                            heads[i] = load_head(self.s + start, e - start)
+                            hashes[i] = piece_hash(self.s + start, e - start, heads[i])
+                            bpe_prefetch(&v.pieces[hashes[i] >> v.piece_shift])
+                            if e - start > 8:
+                                bpe_prefetch(&v.piece_tails[hashes[i] >> v.piece_shift])
+                            bpe_prefetch(bpe_cache_bucket(shared, hashes[i]))
+                        start = e
+                for i in range(nb):
+                    e = ends[i]
+                    if shared != NULL and e - pos <= BPE_CACHE_KEY:
+                        pcount = 1 if e - pos == 1 else self._count_cached(
+                            pos, e, heads[i], hashes[i], shared, &hits, &misses)
+                    elif e - pos >= SEEN_MIN:
+                        # repeated pieces (words, CJK runs) are encoded once per pass; their inner
+                        # prefix/suffix counts are copied from the first occurrence
+                        hashed = piece_hash(self.s + pos, e - pos, load_head(self.s + pos, e - pos)) >> shift
+                        if seen.size() == 0:
+                            seen.resize(mask + 1)
+                        slot = &seen[hashed]
+                        if slot.length == e - pos and memcmp(self.s + slot.start, self.s + pos, e - pos) == 0:
+                            pcount = slot.count
+                            if self.tables:
+                                memcpy(at + pos + 1, at + slot.start + 1, (e - pos - 1) * sizeof(int32_t))
+                        else:
+                            pcount = self._count_new(pos, e, work)
+                            slot.start = pos
+                            slot.length = e - pos
+                            slot.count = pcount
                     else:
                         pcount = self._count_new(pos, e, work)
-                        slot.start = pos
-                        slot.length = e - pos
-                        slot.count = pcount
-                else:
-                    pcount = self._count_new(pos, e, work)
-                piece.cum += pcount
-                h = _horizon(kind, self.s, self.n, pos, e)
-                if h > top:
-                    top = h
-                piece.reach = top
-                piece.end = e
-                self.pieces.push_back(piece)
-                self.piece_at[e] = self.pieces.size() - 1
-                pos = e
+                    piece.cum += pcount
+                    h = _horizon(kind, self.s, self.n, pos, e)
+                    if h > top:
+                        top = h
+                    piece.reach = top
+                    piece.end = e
+                    self.pieces.push_back(piece)
+                    at[e] = self.pieces.size() - 1
+                    pos = e
+            if shared != NULL:
+                bpe_cache_count(shared, hits, misses)
+
+    cdef Py_ssize_t _count_cached(self, Py_ssize_t pos, Py_ssize_t e, uint64_t head, uint64_t h,
+                                  BpeCacheTable* shared, uint64_t* hits, uint64_t* misses) noexcept nogil:
+        """Tokens of the piece [pos, e) (2..BPE_CACHE_KEY bytes; ``head``, ``h``: its load_head and
+        piece_hash) as encode_text counts it: a token (whole-piece table), the shared piece cache,
+        or backtracked and cached."""
+        cdef const VocabView* v = &self.encoder.vocab.view
+        cdef const uint8_t* q = self.s + pos
+        cdef Py_ssize_t length = e - pos, c
+        cdef int got
+        if lookup_piece_hashed(v, q, length, head, h) != NO_TOKEN:
+            return 1
+        got = bpe_cache_get(shared, h, q, <int>length, NULL)
+        if got >= 0:
+            hits[0] += 1
+            return got
+        misses[0] += 1
+        self.scratch.clear()
+        c = backtrack_piece(v, q, length, self.scratch, self.bits)
+        bpe_cache_put(shared, h, q, <int>length, self.scratch.data(), <int>c)
+        return c
 
     cdef Py_ssize_t _count_new(self, Py_ssize_t pos, Py_ssize_t e, vector[uint32_t]& work) noexcept nogil:
         """Tokens of the piece [pos, e) met for the first time; fills its inner piece_at entries."""
@@ -508,6 +582,10 @@ cdef class IntervalCounter:
         """
         if not (0 <= start <= end <= self.nchars):
             raise IndexError(f"interval [{start}, {end}) is not within [0, {self.nchars}]")
+        return self._count_chars(start, end)
+
+    cdef Py_ssize_t _count_chars(self, Py_ssize_t start, Py_ssize_t end) except -1:
+        """``count(start, end)`` for ``0 <= start <= end <= nchars`` (not checked)."""
         cdef int kind = self.kind
         if kind == PAT_REGEX:
             return self.encoder.count(self.text[start:end])
@@ -525,6 +603,109 @@ cdef class IntervalCounter:
             else:
                 total = self.c_count(a, b, scratch, bits, NULL)
         return total
+
+    # The chunker's searches (bpecore/chunker.py), as the Python loops they replace: the same
+    # queries in the same order, so the same answers, without a Python call per query.
+    def crossing(self, Py_ssize_t start, Py_ssize_t tokens, Py_ssize_t step):
+        """An end ``lo`` with ``count(start, lo) <= tokens < count(start, lo + 1)``, or ``len(self)``
+        when the whole rest fits: a gallop out from ``start`` by ``step``, doubling, then
+        interpolation steps towards ``tokens + 1/2`` alternating with halvings (counts are not
+        monotonic inside a piece, so this is *a* crossing: the one these probes meet).
+
+        >>> import bpecore
+        >>> ic = bpecore.get_encoding("cl100k_base").interval_counter("one two three four five")
+        >>> ic.crossing(0, 2, 16), ic.crossing(4, 9, 16)
+        (7, 23)
+        """
+        cdef Py_ssize_t n = self.nchars, lo = start, c_lo = 0, hi, c_hi, guess, c
+        cdef bint halve = False
+        if not (0 <= start <= n) or tokens < 0 or step < 1:
+            raise ValueError(f"crossing({start}, {tokens}, {step}) on a text of {n} characters")
+        while True:
+            hi = lo + step if lo + step < n else n
+            c_hi = self._count_chars(start, hi)
+            if c_hi > tokens:
+                break
+            if hi == n:
+                return n
+            lo = hi
+            c_lo = c_hi
+            step *= 2
+        # all terms positive (c_lo <= tokens < c_hi): C's division is Python's floor division here
+        guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
+        while hi - lo > 1:
+            if halve or not lo < guess < hi:
+                guess = (lo + hi) // 2
+            c = self._count_chars(start, guess)
+            if c <= tokens:
+                lo = guess
+                c_lo = c
+            else:
+                hi = guess
+                c_hi = c
+            guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
+            halve = not halve
+        return lo
+
+    def crossing_before(self, Py_ssize_t end, Py_ssize_t lo, Py_ssize_t tokens, Py_ssize_t step):
+        """The mirror of ``crossing``: a start ``near >= lo`` with ``count(near, end) <= tokens <
+        count(near - 1, end)``, or ``lo`` when ``count(lo, end) <= tokens``; a gallop back from
+        ``end`` by ``step``, doubling, then interpolation steps alternating with halvings.
+
+        >>> import bpecore
+        >>> ic = bpecore.get_encoding("cl100k_base").interval_counter("one two three four five")
+        >>> ic.crossing_before(23, 0, 2, 16), ic.crossing_before(23, 14, 9, 16)
+        (13, 14)
+        """
+        cdef Py_ssize_t n = self.nchars, near = end, c_near = 0, far, c_far, guess, c
+        cdef bint halve = False
+        if not (0 <= lo <= end <= n) or tokens < 0 or step < 1:
+            raise ValueError(f"crossing_before({end}, {lo}, {tokens}, {step}) on a text of {n} characters")
+        while True:
+            far = near - step if near - step > lo else lo
+            c_far = self._count_chars(far, end)
+            if c_far > tokens:
+                break
+            if far == lo:
+                return lo
+            near = far
+            c_near = c_far
+            step *= 2
+        guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
+        while near - far > 1:
+            if halve or not far < guess < near:
+                guess = (far + near) // 2
+            c = self._count_chars(guess, end)
+            if c <= tokens:
+                near = guess
+                c_near = c
+            else:
+                far = guess
+                c_far = c
+            guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
+            halve = not halve
+        return near
+
+    def last_end_within(self, Py_ssize_t start, Py_ssize_t tokens, Py_ssize_t first, Py_ssize_t stop):
+        """The largest ``e`` in ``[first, stop]`` with ``count(start, e) <= tokens`` (asked from
+        ``stop`` down), or -1 when there is none; ends past the text are not asked.
+
+        >>> import bpecore
+        >>> ic = bpecore.get_encoding("cl100k_base").interval_counter("one two three four five")
+        >>> ic.last_end_within(0, 2, 3, 12), ic.last_end_within(0, 0, 1, 5)
+        (7, -1)
+        """
+        cdef Py_ssize_t e
+        if not 0 <= start <= self.nchars:
+            raise IndexError(f"start {start} is not within [0, {self.nchars}]")
+        if first < start:
+            first = start
+        e = stop if stop < self.nchars else self.nchars
+        while e >= first:
+            if self._count_chars(start, e) <= tokens:
+                return e
+            e -= 1
+        return -1
 
     def count_many(self, ranges):
         """``[count(i, j) for i, j in ranges]``, with the GIL released while counting.

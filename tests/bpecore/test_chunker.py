@@ -627,3 +627,58 @@ def test_hyp_language_contract(cl100k, text, max_tokens, trim, language, overlap
     )
     if chunks is not None:
         check_chunks(cl100k, text, chunks, max_tokens, trim=trim, overlap=overlap)
+
+
+# ------------------------------------------------------------------------------ compiled searches
+# _crossing, _look_ahead and _nearest_start hand their query loops to IntervalCounter.crossing,
+# last_end_within and crossing_before (test_interval.py checks those against the loops they
+# replace); here the chunker's use of them against the definitions, with the steps it asks.
+@pytest.mark.parametrize("name", ["english", "code", "multilingual", "adv_whitespace"])
+@pytest.mark.parametrize("encoding_name", ["cl100k_base", "o200k_base"])
+def test_chunker_searches_meet_their_definitions(corpus, encoding_name, name):
+    from bpecore.chunker import _Chunker
+
+    enc = bpecore.get_encoding(encoding_name)
+    text = corpus(name)[:30_000]
+    state = _Chunker(enc, text, 100, 0, True, False)
+    rng = random.Random(name + encoding_name)
+
+    def count(i, j):
+        return enc.count(text[i:j])
+
+    for _ in range(25):
+        s = rng.randrange(len(text))
+        tokens = rng.choice([1, 4, 30, 200])
+        state.chars_per_token = rng.choice([1.0, 4.0, 20.0])
+        lo, stop = state._crossing(s, tokens)
+        if lo == len(text):
+            assert count(s, lo) <= tokens and stop == lo
+            continue
+        assert count(s, lo) <= tokens < count(s, lo + 1)
+        assert lo < stop <= len(text)
+        ends = [e for e in range(lo + 2, stop + 1) if count(s, e) <= tokens]
+        assert state._look_ahead(s, tokens, lo, lo + 2, stop) == max(ends, default=lo)
+        e = min(len(text), s + rng.randrange(1, 3000))
+        assert state._nearest_start(e, s, tokens) == s + enc.split_at_end(text[s:e], tokens)
+
+
+@pytest.mark.parametrize("name", ["english", "multilingual"])
+def test_count_only_counters_search_like_the_interval_counter(corpus, cl100k, name):
+    """Counters with only ``count`` (pipeline encodings) get the same searches from Python."""
+    from bpecore.chunker import _CountSearches
+
+    text = corpus(name)[:20_000]
+    ic = cl100k.interval_counter(text, piece_tables=False)
+    slow = _CountSearches(ic)
+    rng = random.Random(name)
+    for _ in range(40):
+        s = rng.randrange(len(text))
+        tokens = rng.choice([0, 1, 7, 64, 300])
+        step = rng.randrange(1, 2000)
+        assert slow.crossing(s, tokens, step) == ic.crossing(s, tokens, step)
+        e = min(len(text), s + rng.randrange(0, 3000))
+        assert slow.crossing_before(e, s, tokens, step) == ic.crossing_before(e, s, tokens, step)
+        first, stop = s + rng.randrange(0, 30), s + rng.randrange(0, 60)
+        assert slow.last_end_within(s, tokens, first, stop) == ic.last_end_within(
+            s, tokens, first, stop
+        )

@@ -216,3 +216,146 @@ def test_hyp_slices_ending_inside_repeated_pieces(name, parts, data):
         pairs.append((i, j))
         assert ic.count(i, j) == enc.count(text[i:j]), (i, j)
     assert ic.count_many(pairs) == [enc.count(text[i:j]) for i, j in pairs]
+
+
+# The chunker's searches (IntervalCounter.crossing, crossing_before, last_end_within) against the
+# Python loops they replace: the same probes in the same order, so the same answers.
+def crossing_loop(count, n, s, tokens, step):
+    lo, c_lo = s, 0
+    while True:
+        hi = min(n, lo + step)
+        c_hi = count(s, hi)
+        if c_hi > tokens:
+            break
+        if hi == n:
+            return n
+        lo, c_lo = hi, c_hi
+        step *= 2
+    guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
+    halve = False
+    while hi - lo > 1:
+        if halve or not lo < guess < hi:
+            guess = (lo + hi) // 2
+        c = count(s, guess)
+        if c <= tokens:
+            lo, c_lo = guess, c
+        else:
+            hi, c_hi = guess, c
+        guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
+        halve = not halve
+    return lo
+
+
+def crossing_before_loop(count, e, lo, tokens, step):
+    near, c_near = e, 0
+    while True:
+        far = max(lo, near - step)
+        c_far = count(far, e)
+        if c_far <= tokens:
+            if far == lo:
+                return lo
+            near, c_near = far, c_far
+            step *= 2
+            continue
+        break
+    guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
+    halve = False
+    while near - far > 1:
+        if halve or not far < guess < near:
+            guess = (far + near) // 2
+        c = count(guess, e)
+        if c <= tokens:
+            near, c_near = guess, c
+        else:
+            far, c_far = guess, c
+        guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
+        halve = not halve
+    return near
+
+
+def last_end_within_loop(count, s, tokens, first, stop):
+    for e in range(stop, first - 1, -1):
+        if count(s, e) <= tokens:
+            return e
+    return -1
+
+
+def check_searches(enc, ic, text, s, tokens, step):
+    def count(i, j):
+        return enc.count(text[i:j])
+
+    n = len(text)
+    lo = ic.crossing(s, tokens, step)
+    assert lo == crossing_loop(count, n, s, tokens, step), (s, tokens, step)
+    if lo < n:
+        assert count(s, lo) <= tokens < count(s, lo + 1)
+        stop = min(n, lo + 20)
+        assert ic.last_end_within(s, tokens, lo + 2, stop) == last_end_within_loop(
+            count, s, tokens, lo + 2, stop
+        )
+    e = min(n, s + step)
+    near = ic.crossing_before(e, s, tokens, step)
+    assert near == crossing_before_loop(count, e, s, tokens, step), (e, s, tokens, step)
+    assert s <= near <= e and count(near, e) <= tokens
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern", "cl100k_words"])
+@pytest.mark.parametrize(
+    "corpus_name", ["english", "multilingual", "code", "adv_whitespace", "adv_unicode"]
+)
+def test_searches_equal_their_loops_on_corpora(name, corpus_name, corpus):
+    enc = encoding(name)
+    text = corpus(corpus_name)[:20_000]
+    ic = enc.interval_counter(text, piece_tables=False)
+    rng = random.Random(corpus_name + name)
+    for _ in range(25):
+        s = rng.randrange(len(text))
+        tokens = rng.choice([1, 5, 16, 128, 512])
+        step = max(16, int(tokens * rng.uniform(1.0, 6.0) * 1.25))
+        check_searches(enc, ic, text, s, tokens, step)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "cl100k_nopattern", "toy"])
+@given(text=texts, data=st.data())
+def test_hyp_searches_equal_their_loops(name, text, data):
+    enc = encoding(name)
+    ic = enc.interval_counter(text, piece_tables=data.draw(st.booleans()))
+    s = data.draw(st.integers(0, len(text)))
+    check_searches(enc, ic, text, s, data.draw(st.integers(0, 40)), data.draw(st.integers(1, 50)))
+
+
+def test_searches_reject_bad_arguments():
+    ic = encoding("cl100k_base").interval_counter("one two three")
+    with pytest.raises(ValueError):
+        ic.crossing(14, 3, 16)
+    with pytest.raises(ValueError):
+        ic.crossing(0, 3, 0)
+    with pytest.raises(ValueError):
+        ic.crossing_before(5, 6, 3, 16)
+    with pytest.raises(IndexError):
+        ic.last_end_within(-1, 3, 0, 5)
+
+
+# Without piece tables the pass takes each piece's count from the encoder's piece cache (the one
+# count() fills), and backtracks and adds the pieces it lacks; with the cache off, from its own
+# table of repeated pieces. Both must give count(slice), on a cold and a warm cache.
+@pytest.mark.parametrize("corpus_name", ["english", "multilingual", "code", "adv_digits"])
+def test_pass_without_tables_with_and_without_the_piece_cache(corpus_name, corpus):
+    from bpecore import piececache
+
+    enc = encoding("cl100k_base")
+    text = corpus(corpus_name)[:60_000] + " " + "x" * 40 + " " + "é" * 40
+    rng = random.Random(corpus_name)
+    pairs = [(i, min(len(text), i + rng.randrange(1, 3000))) for i in range(0, len(text), 997)]
+    pairs += [(0, len(text)), (len(text) - 90, len(text))]
+    expected = [enc.count(text[i:j]) for i, j in pairs]
+    old = piececache.get_cache_size()
+    try:
+        for size in (0, "64K", old):
+            piececache.set_cache_size(size)
+            for _ in range(2):  # cold, then warm
+                ic = enc.interval_counter(text, piece_tables=False)
+                assert ic.count_many(pairs) == expected, size
+                assert ic.total == enc.count(text)
+    finally:
+        piececache.set_cache_size(old)
