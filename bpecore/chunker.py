@@ -2,10 +2,11 @@
 
 Every chunk's count is exact (the count of ``text[start:end]`` sent on its own), never more than
 ``max_tokens``. Each chunk is as large as it can be while ending at the best boundary available:
-Markdown heading (H1 best, ``markdown=True``), paragraph, line, sentence, sentence end before a
-lower-case letter (text written in lower case), word, punctuation, word part (Unicode word
-boundaries), grapheme, character. See DESIGN.md "Chunking" and the README's
-"Chunking" section for the rule; this docstring only names the steps.
+Markdown heading (H1 best, ``markdown=True``), paragraph, line, escaped blank line and escaped
+newline (``\\n`` in JSON or a repr), sentence, sentence end before a lower-case letter (text
+written in lower case), word, punctuation, word part (Unicode word boundaries), grapheme,
+character. See DESIGN.md "Chunking" and the README's "Chunking" section for the rule; this
+docstring only names the steps.
 
 Per chunk starting at ``s``:
   1. ``e_max``: the largest end with ``count(text[s:e_max]) <= max_tokens``, found with the
@@ -82,9 +83,11 @@ _PUNCT = 3  # after , ; : or a closing bracket (minified JSON, code)
 _WORD = 4  # after a whitespace run
 _LOWER_SENTENCE = 5  # a sentence end followed by a lower-case letter (text written in lower case)
 _SENTENCE = 6  # after a sentence terminator (Unicode STerm/ATerm, closers, whitespace)
-_LINE = 7  # after a newline
-_PARAGRAPH = 8  # after a blank line
-_SECTION = 9  # before a Markdown heading: _SECTION + (6 - depth), so H1 = 14 is the best
+_ESCAPED_LINE = 7  # after an escaped newline "\\n" (JSON, a repr, a log of strings)
+_ESCAPED_PARAGRAPH = 8  # after an escaped blank line "\\n\\n"
+_LINE = 9  # after a newline
+_PARAGRAPH = 10  # after a blank line
+_SECTION = 11  # before a Markdown heading: _SECTION + (6 - depth), so H1 = 16 is the best
 
 _REV = regex.REVERSE | regex.VERSION1
 # Whitespace as ``str.isspace`` sees it (so ``str.strip`` agrees with trimming): Unicode
@@ -413,6 +416,9 @@ class _Chunker:
         if level == _CHAR:
             yield from range(e, s, -1)
             return
+        if level == _ESCAPED_LINE or level == _ESCAPED_PARAGRAPH:
+            yield from self._escaped_newlines(level == _ESCAPED_PARAGRAPH, s, e)
+            return
         if level == _GRAPHEME:
             # Segment a stretch around ``e``; well after its start it is in sync with the text.
             ends = [
@@ -485,6 +491,21 @@ class _Chunker:
             if failed >= _MAX_FAILED_PER_LEVEL:
                 return None
         return None
+
+    def _escaped_newlines(self, paragraph: bool, s: int, e: int) -> Iterator[int]:
+        """Boundaries after an escaped newline (backslash, ``n``) or blank line (two of them) in
+        ``text[s:e]``, right to left; found with ``str.rfind``, like the real ones."""
+        text, find = self.text, self.text.rfind
+        mark = "\\n\\n" if paragraph else "\\n"
+        i = find(mark, s, e)
+        while i > s:
+            if text[i - 1] != "\\":  # "\\\\n" is an escaped backslash, then "n"
+                b = i + len(mark)
+                if b < e and text[b].isspace():
+                    b = _WS_HEAD.match(text, b, e).end()
+                if b not in self.heading_ends:
+                    yield b
+            i = find(mark, s, i)
 
     def _newlines(self, s: int, e: int) -> Iterator[tuple[int, int]]:
         """``(i, i)`` for each newline ``i`` in ``text[s:e]``, right to left."""
@@ -560,7 +581,11 @@ class _Chunker:
                         return best
                     e_max = self._look_ahead(s, limit, lo, first, split - 1)
                     return self._levels(
-                        s, min_end, self._skip_ws(e_max) if self.trim else e_max, _SENTENCE, _CHAR
+                        s,
+                        min_end,
+                        self._skip_ws(e_max) if self.trim else e_max,
+                        _ESCAPED_PARAGRAPH,
+                        _CHAR,
                     )
             else:
                 e_max = self._look_ahead(s, limit, lo, first, stop)
@@ -698,9 +723,10 @@ def chunk(
     """Split ``text`` into chunks of at most ``max_tokens`` tokens each, exactly.
 
     Each chunk is as large as it can be while ending at the best boundary available: Markdown
-    heading (with ``markdown=True``; H1 before H2 ...), paragraph (blank line), line, sentence,
-    sentence end before a lower-case letter, word, punctuation, Unicode word boundary, grapheme,
-    character. A number at a line start ("2. Next") ends no sentence, nor does an abbreviation.
+    heading (with ``markdown=True``; H1 before H2 ...), paragraph (blank line), line, escaped
+    blank line, escaped newline (the ``\\n`` of JSON strings and reprs), sentence, sentence end
+    before a lower-case letter, word, punctuation, Unicode word boundary, grapheme, character. A
+    number at a line start ("2. Next") ends no sentence, nor does an abbreviation.
 
     Args:
         text: the text to split.

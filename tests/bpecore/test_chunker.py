@@ -250,6 +250,28 @@ def test_lines_before_sentences(cl100k):
     assert all(c.end == len(text) or text[c.end] == "\n" for c in chunks)
 
 
+def test_escaped_newlines_before_sentences(cl100k):
+    """In JSON or a repr the line breaks are escaped: an escaped blank line ends a chunk before
+    an escaped newline does, and both before a sentence end; an escaped backslash is no break."""
+    paras = paragraphs(random.Random(9), 30)
+    text = json.dumps("\n\n".join(paras))
+    max_tokens = 2 * max(cl100k.count(p) for p in paras)
+    chunks = chunk(text, cl100k, max_tokens)
+    check_chunks(cl100k, text, chunks, max_tokens)
+    assert all(c.text.endswith("\\n\\n") for c in chunks[:-1])
+    text = "One. Two.\\nThree four. Five six seven.\\n\\nEight nine. Ten.\\\\nEleven twelve."
+    assert [c.text for c in chunk(text, cl100k, 20)] == [
+        "One. Two.\\nThree four. Five six seven.\\n\\n",
+        "Eight nine. Ten.\\\\nEleven twelve.",
+    ]
+    assert [c.text for c in chunk(text, cl100k, 10)] == [
+        "One. Two.\\n",
+        "Three four. Five six seven.\\n\\n",
+        "Eight nine.",
+        "Ten.\\\\nEleven twelve.",
+    ]
+
+
 def test_abbreviations_are_not_sentence_ends(cl100k):
     text = "Dr. Smith met Mr. Jones, e.g. at noon. They spoke. " * 10
     chunks = chunk(text, cl100k, 12)
