@@ -142,6 +142,7 @@ def splitters(tik, budget: int, code: bool) -> dict[str, Splitter]:
         ]
 
     out["bpecore"] = ours()
+    out["bpecore balance=True"] = ours(balance=True)
     if code:
         out["bpecore language=python"] = ours(language="python")
     else:

@@ -112,6 +112,15 @@ def test_corpus_slices(corpus, encoding_name, name, max_tokens):
 
 
 @pytest.mark.parametrize("name", CORPORA)
+@pytest.mark.parametrize("max_tokens", [16, 128, 512])
+def test_corpus_slices_balanced(corpus, cl100k, name, max_tokens):
+    text = corpus(name)[200_000:260_000]
+    for trim in (True, False):
+        balanced = chunk(text, cl100k, max_tokens, trim=trim, balance=True)
+        check_chunks(cl100k, text, balanced, max_tokens, trim=trim)
+
+
+@pytest.mark.parametrize("name", CORPORA)
 def test_corpus_slices_tiny_limits(corpus, cl100k, name):
     text = corpus(name)[:6_000]
     for max_tokens in (1, 2, 3, 4, 7):
@@ -272,6 +281,18 @@ def test_escaped_newlines_before_sentences(cl100k):
     ]
 
 
+def test_balance_shares_a_line_evenly(cl100k):
+    """Greedy filling leaves a short last piece of a long line; balance=True shares it."""
+    text = " ".join(f"Sentence number {w} is here." for w in "one two three four five".split())
+    assert cl100k.count("Sentence number one is here.") == 6
+    greedy = [c.text.count(".") for c in chunk(text, cl100k, 24)]
+    balanced = [c.text.count(".") for c in chunk(text, cl100k, 24, balance=True)]
+    assert greedy == [4, 1] and balanced == [3, 2]
+    # Lines and paragraphs are not moved: a line that fits ends its chunk as before.
+    text = f"{text}\n\n{text}"
+    assert chunk(text, cl100k, 32, balance=True) == chunk(text, cl100k, 32)
+
+
 def test_abbreviations_are_not_sentence_ends(cl100k):
     text = "Dr. Smith met Mr. Jones, e.g. at noon. They spoke. " * 10
     chunks = chunk(text, cl100k, 12)
@@ -367,9 +388,9 @@ TEXTS = st.one_of(
 )
 
 
-@given(text=TEXTS, max_tokens=st.sampled_from(LIMITS), trim=st.booleans())
-def test_hyp_chunk_contract(cl100k, text, max_tokens, trim):
-    chunks = chunk_or_unfittable(cl100k, text, max_tokens, trim=trim)
+@given(text=TEXTS, max_tokens=st.sampled_from(LIMITS), trim=st.booleans(), balance=st.booleans())
+def test_hyp_chunk_contract(cl100k, text, max_tokens, trim, balance):
+    chunks = chunk_or_unfittable(cl100k, text, max_tokens, trim=trim, balance=balance)
     if chunks is not None:
         check_chunks(cl100k, text, chunks, max_tokens, trim=trim)
 
