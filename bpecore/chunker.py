@@ -33,6 +33,7 @@ with ``str.rfind`` over the newlines. The measurements: docs/perf/chunker.md.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -176,13 +177,64 @@ _ATTACHED = {
     "rust": regex.compile(r"[ \t]*(?://|/\*|\*|#\[|#!\[)"),
 }
 _ATTACHED["typescript"] = _ATTACHED["tsx"] = _ATTACHED["jsx"] = _ATTACHED["javascript"]
-LANGUAGES = ("markdown", *sorted(_DEFINITIONS))
+LANGUAGES = ("markdown", "text", *sorted(_DEFINITIONS))
+# Detection (``language=None``): the keywords that can start a definition line, and the
+# languages to check the line against (the JavaScript family is read as TypeScript, whose
+# definitions include JavaScript's).
+_KEYWORDS = {
+    "def": ("python",),
+    "class": ("python", "typescript"),
+    "function": ("typescript",),
+    "interface": ("typescript",),
+    "const": ("typescript",),
+    "let": ("typescript",),
+    "var": ("typescript",),
+    "func": ("go",),
+    "type": ("go", "typescript"),
+    "fn": ("rust",),
+    "struct": ("rust",),
+    "impl": ("rust",),
+    "trait": ("rust",),
+    "enum": ("rust", "typescript"),
+}
+# "\n" first lets the scan skip to newlines; possessive, as a code line's indentation would
+# otherwise be re-read once per alternative.
+_KEYWORD_AT_LINE_START = re.compile(
+    r"\n[ \t]*+(?:(?:export|default|async|pub|declare|abstract|unsafe)[ \t]++)*+"
+    r"(?P<keyword>" + "|".join(_KEYWORDS) + r")\b"
+)
+# How the first line of a definition ends (a body, a parameter list or a type follows).
+_CODE_LINE_ENDS = ("{", ":", "(", "[", ",", "=", ">", ";")
+_DETECT_CHARS = 8192  # the prefix of the text that detection reads
+_DETECT_LINES_PER_DEFINITION = 40  # at most this many lines per definition, and 3 at least
 
 _LOOKAHEAD = 16  # ends checked past a crossing: prefix counts are not monotonic inside a piece
 _WS_LOOKAHEAD = 130  # ... and inside whitespace, whose tokens are up to 128 characters long
 _MAX_FAILED_PER_LEVEL = (
     8  # exact checks that may fail (non-monotone counts) before going a level down
 )
+
+
+def _detect_language(text: str) -> str | None:
+    """The language whose definitions start at least one line in 40 (and 3 lines) of the
+    text's first 8 KB, the most of them if several do; ``None`` for anything else.
+
+    One scan for a definition keyword at a line start; each line found that ends as a
+    definition's first line does (``{``, ``:``, ``(``, ...) is matched with the definition
+    pattern of the languages the keyword can start. 5-10 us on 8 KB of prose, 25 of code.
+    """
+    sample = text[:_DETECT_CHARS]
+    most = max(2, sample.count("\n") // _DETECT_LINES_PER_DEFINITION)
+    found: dict[str, int] = {}
+    for m in _KEYWORD_AT_LINE_START.finditer(sample):
+        eol = sample.find("\n", m.end())
+        if not sample[m.end() : None if eol < 0 else eol].rstrip().endswith(_CODE_LINE_ENDS):
+            continue  # "class A is here." is prose
+        for language in _KEYWORDS[m.group("keyword")]:
+            if _DEFINITIONS[language].match(sample, m.start() + 1):
+                found[language] = found.get(language, 0) + 1
+    best = max(found, key=found.__getitem__, default=None)
+    return best if best is not None and found[best] > most else None
 
 
 def _resolve(encoding: str | Encoding) -> Encoding:
@@ -219,10 +271,12 @@ class _Chunker:
         self.counter = enc.interval_counter(text, piece_tables=False)
         self.chars_per_token = 4.0
         self.heading_ends: set[int] = set()  # where a heading's body starts: no cut there
-        if language is not None and language != "markdown":
+        if language is None and not markdown:
+            language = _detect_language(text)
+        if language is not None and language not in ("markdown", "text"):
             self.sections = self._code_sections(language)
         else:
-            self.sections = self._markdown_sections() if markdown or language else []
+            self.sections = self._markdown_sections() if markdown or language == "markdown" else []
 
     # ------------------------------------------------------------------ helpers
     def _farthest_end(self, s: int, tokens: int) -> int:
@@ -800,11 +854,13 @@ def chunk(
             first line of each definition (function, class, method; with the decorators and
             comments directly above it) is the best boundary, top-level definitions before
             nested ones, and no cut falls between a decorator or comment and its definition.
-            On the code set of ``benches/bench_chunk_quality.py`` (180 documented functions
-            in 1 MB of CPython modules) ``"python"`` leaves 0.43/0.22/0.11/0.06 of the
-            functions cut by a chunk boundary at 128/256/512/1024 tokens, against
-            0.51/0.39/0.26/0.14 without it; it chunks at 13-21 MB/s there (22-40 without).
-
+            ``None`` (and no ``markdown``): detected, when definitions of one language start
+            at least 1 line in 40 of the text's first 8 KB (JavaScript is read as
+            TypeScript); ``"text"``: no detection, plain text. On the code set of
+            ``benches/bench_chunk_quality.py`` (180 documented functions in 1 MB of CPython
+            modules) ``"python"`` (or detection) leaves 0.43/0.22/0.11/0.06 of the functions
+            cut by a chunk boundary at 128/256/512/1024 tokens, against 0.51/0.39/0.26/0.14 as
+            plain text; it chunks at 13-21 MB/s there (22-40 as plain text).
         balance: when a line (a paragraph without line breaks) needs ``m`` chunks, end them
             near ``1/m`` of it each instead of filling each chunk up and leaving a short last
             piece (the ends stay at the same level: sentence, punctuation or word). Lines and

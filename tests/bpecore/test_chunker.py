@@ -569,10 +569,30 @@ def test_language_cuts_at_definitions(cl100k, language):
         chunks = chunk(text, cl100k, max_tokens, language=language)
         check_chunks(cl100k, text, chunks, max_tokens)
         assert all(c.text.startswith(STARTS) for c in chunks), [c.text[:20] for c in chunks]
-        plain = chunk(text, cl100k, max_tokens)
+        plain = chunk(text, cl100k, max_tokens, language="text")
         check_chunks(cl100k, text, plain, max_tokens)
-        # Without the hint, chunks start inside definitions.
+        # As plain text, chunks start inside definitions.
         assert not all(c.text.startswith(STARTS) for c in plain)
+        # Without a hint the language is detected (JavaScript read as TypeScript).
+        assert chunk(text, cl100k, max_tokens) == chunk(
+            text, cl100k, max_tokens, language=language.replace("javascript", "typescript")
+        )
+
+
+def test_detect_language(corpus):
+    from bpecore.chunker import _detect_language
+
+    for language in DEFINITIONS:
+        text = "".join(DEFINITIONS[language].format(i=i, indent="") for i in range(60))
+        assert _detect_language(text) == language.replace("javascript", "typescript")
+    code = corpus("code")
+    assert _detect_language(code) == "python"
+    for name in ("english", "multilingual"):
+        text = corpus(name)
+        assert not any(_detect_language(text[i:]) for i in range(0, len(text), 50_000)), name
+    # A few definitions in a long text are not enough, nor is prose that says "class" and "type".
+    assert _detect_language("Some text.\n" * 200 + code[:3000]) is None
+    assert _detect_language("\nclass A is here.\ntype B too.\nfunction C as well.\n" * 9) is None
 
 
 def test_python_top_level_definitions_before_methods(cl100k):
@@ -597,7 +617,7 @@ def test_python_top_level_definitions_before_methods(cl100k):
 
 def test_language_keeps_definitions_whole_on_the_code_corpus(corpus, cl100k):
     """On real code (CPython modules) every definition that fits (from its first line, decorators
-    and comments included, to the next definition) is inside one chunk; without the hint, 88%."""
+    and comments included, to the next definition) is inside one chunk; as plain text, 88%."""
     from bisect import bisect_right
 
     from bpecore.chunker import _Chunker
@@ -611,7 +631,7 @@ def test_language_keeps_definitions_whole_on_the_code_corpus(corpus, cl100k):
     for max_tokens in (128, 512):
         fits = [(a, b) for a, b in spans if cl100k.count(text[a:b]) <= max_tokens]
         whole = {}
-        for language in (None, "python"):
+        for language in ("text", "python", None):
             chunks = chunk(text, cl100k, max_tokens, language=language)
             check_chunks(cl100k, text, chunks, max_tokens)
             firsts = [c.start for c in chunks]
@@ -620,7 +640,7 @@ def test_language_keeps_definitions_whole_on_the_code_corpus(corpus, cl100k):
                 for a, b in fits
                 if (i := bisect_right(firsts, a) - 1) >= 0
             )
-        assert whole["python"] == len(fits) > whole[None], (max_tokens, len(fits), whole)
+        assert whole["python"] == whole[None] == len(fits) > whole["text"], (max_tokens, whole)
 
 
 def test_bad_language(cl100k):
