@@ -20,7 +20,11 @@ Per chunk starting at ``s``:
      tail of the window is scanned) and take the first whose chunk verifies exactly with the
      interval counter (a boundary left of ``e_max`` may still not fit: then step back);
   3. with ``overlap``, the next chunk starts at the first word start ``s'`` with
-     ``count(text[s':end]) <= overlap`` (the mirror search, equal to ``split_at_end``).
+     ``count(text[s':end]) <= overlap`` (the mirror search, equal to ``split_at_end``);
+  4. with ``balance``, an end inside a line may move to another end of its level, nearer an
+     even share of the line (``_balanced``: two more searches like step 1's).
+Before the first chunk, ``language=None`` reads the first 8 KB for definitions of a language
+(``_detect_language``).
 Cost: one interval-counter pass over the text, then O(1) queries and regex scans over each
 chunk's tail: about one pass.
 
