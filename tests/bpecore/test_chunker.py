@@ -680,13 +680,14 @@ CODE_TEXTS = st.lists(
     text=CODE_TEXTS | TEXTS,
     max_tokens=st.sampled_from(LIMITS),
     trim=st.booleans(),
-    language=st.sampled_from(sorted(DEFINITIONS)),
+    language=st.sampled_from([None, "text", *sorted(DEFINITIONS)]),
     overlap=st.sampled_from([0, 0, 1, 3]),
+    balance=st.booleans(),
 )
-def test_hyp_language_contract(cl100k, text, max_tokens, trim, language, overlap):
+def test_hyp_language_contract(cl100k, text, max_tokens, trim, language, overlap, balance):
     overlap = min(overlap, max_tokens - 1)
     chunks = chunk_or_unfittable(
-        cl100k, text, max_tokens, overlap=overlap, trim=trim, language=language
+        cl100k, text, max_tokens, overlap=overlap, trim=trim, language=language, balance=balance
     )
     if chunks is not None:
         check_chunks(cl100k, text, chunks, max_tokens, trim=trim, overlap=overlap)
