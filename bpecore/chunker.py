@@ -864,7 +864,7 @@ def chunk(
             ``benches/bench_chunk_quality.py`` (180 documented functions in 1 MB of CPython
             modules) ``"python"`` (or detection) leaves 0.43/0.22/0.11/0.06 of the functions
             cut by a chunk boundary at 128/256/512/1024 tokens, against 0.51/0.39/0.26/0.14 as
-            plain text; it chunks at 13-21 MB/s there (22-40 as plain text).
+            plain text; it chunks at 13-24 MB/s there (22-53 as plain text).
         balance: when a line (a paragraph without line breaks) needs ``m`` chunks, end them
             near ``1/m`` of it each instead of filling each chunk up and leaving a short last
             piece (the ends stay at the same level: sentence, punctuation or word). Lines and
