@@ -10,6 +10,9 @@ Question sets (each question has one or more character spans of its corpus as ev
          with a docstring: the query is the docstring and the function's name split into words,
          the evidence is the whole definition (decorators to the last line of the body). It asks
          whether the retrieved chunks hold the whole function the docstring describes.
+bpecore rows: the default (which detects Python in the code set), ``balance=True``, and
+``markdown=True`` on prose or ``language="text"`` (no detection) on code; --splitters bpecore
+"bpecore balance=True" runs only those while iterating (the peers' rows do not change).
 Every splitter gets the same budget counted with cl100k_base (tiktoken built from ../shared/vocab,
 no network) and no overlap. Chunks are mapped back to character spans of the source (peers that
 return text are located in it left to right; whitespace at the edges is not part of a span).
@@ -141,9 +144,10 @@ def splitters(tik, budget: int, code: bool) -> dict[str, Splitter]:
             (c.start, c.end, c.text) for c in bpecore.chunk(text, enc, budget, **options)
         ]
 
-    out["bpecore"] = ours()
+    out["bpecore"] = ours()  # on code: the language detected (Python)
+    out["bpecore balance=True"] = ours(balance=True)
     if code:
-        out["bpecore language=python"] = ours(language="python")
+        out["bpecore language=text"] = ours(language="text")
     else:
         out["bpecore markdown"] = ours(markdown=True)
 

@@ -112,6 +112,15 @@ def test_corpus_slices(corpus, encoding_name, name, max_tokens):
 
 
 @pytest.mark.parametrize("name", CORPORA)
+@pytest.mark.parametrize("max_tokens", [16, 128, 512])
+def test_corpus_slices_balanced(corpus, cl100k, name, max_tokens):
+    text = corpus(name)[200_000:260_000]
+    for trim in (True, False):
+        balanced = chunk(text, cl100k, max_tokens, trim=trim, balance=True)
+        check_chunks(cl100k, text, balanced, max_tokens, trim=trim)
+
+
+@pytest.mark.parametrize("name", CORPORA)
 def test_corpus_slices_tiny_limits(corpus, cl100k, name):
     text = corpus(name)[:6_000]
     for max_tokens in (1, 2, 3, 4, 7):
@@ -250,6 +259,40 @@ def test_lines_before_sentences(cl100k):
     assert all(c.end == len(text) or text[c.end] == "\n" for c in chunks)
 
 
+def test_escaped_newlines_before_sentences(cl100k):
+    """In JSON or a repr the line breaks are escaped: an escaped blank line ends a chunk before
+    an escaped newline does, and both before a sentence end; an escaped backslash is no break."""
+    paras = paragraphs(random.Random(9), 30)
+    text = json.dumps("\n\n".join(paras))
+    max_tokens = 2 * max(cl100k.count(p) for p in paras)
+    chunks = chunk(text, cl100k, max_tokens)
+    check_chunks(cl100k, text, chunks, max_tokens)
+    assert all(c.text.endswith("\\n\\n") for c in chunks[:-1])
+    text = "One. Two.\\nThree four. Five six seven.\\n\\nEight nine. Ten.\\\\nEleven twelve."
+    assert [c.text for c in chunk(text, cl100k, 20)] == [
+        "One. Two.\\nThree four. Five six seven.\\n\\n",
+        "Eight nine. Ten.\\\\nEleven twelve.",
+    ]
+    assert [c.text for c in chunk(text, cl100k, 10)] == [
+        "One. Two.\\n",
+        "Three four. Five six seven.\\n\\n",
+        "Eight nine.",
+        "Ten.\\\\nEleven twelve.",
+    ]
+
+
+def test_balance_shares_a_line_evenly(cl100k):
+    """Greedy filling leaves a short last piece of a long line; balance=True shares it."""
+    text = " ".join(f"Sentence number {w} is here." for w in "one two three four five".split())
+    assert cl100k.count("Sentence number one is here.") == 6
+    greedy = [c.text.count(".") for c in chunk(text, cl100k, 24)]
+    balanced = [c.text.count(".") for c in chunk(text, cl100k, 24, balance=True)]
+    assert greedy == [4, 1] and balanced == [3, 2]
+    # Lines and paragraphs are not moved: a line that fits ends its chunk as before.
+    text = f"{text}\n\n{text}"
+    assert chunk(text, cl100k, 32, balance=True) == chunk(text, cl100k, 32)
+
+
 def test_abbreviations_are_not_sentence_ends(cl100k):
     text = "Dr. Smith met Mr. Jones, e.g. at noon. They spoke. " * 10
     chunks = chunk(text, cl100k, 12)
@@ -345,9 +388,9 @@ TEXTS = st.one_of(
 )
 
 
-@given(text=TEXTS, max_tokens=st.sampled_from(LIMITS), trim=st.booleans())
-def test_hyp_chunk_contract(cl100k, text, max_tokens, trim):
-    chunks = chunk_or_unfittable(cl100k, text, max_tokens, trim=trim)
+@given(text=TEXTS, max_tokens=st.sampled_from(LIMITS), trim=st.booleans(), balance=st.booleans())
+def test_hyp_chunk_contract(cl100k, text, max_tokens, trim, balance):
+    chunks = chunk_or_unfittable(cl100k, text, max_tokens, trim=trim, balance=balance)
     if chunks is not None:
         check_chunks(cl100k, text, chunks, max_tokens, trim=trim)
 
@@ -526,10 +569,30 @@ def test_language_cuts_at_definitions(cl100k, language):
         chunks = chunk(text, cl100k, max_tokens, language=language)
         check_chunks(cl100k, text, chunks, max_tokens)
         assert all(c.text.startswith(STARTS) for c in chunks), [c.text[:20] for c in chunks]
-        plain = chunk(text, cl100k, max_tokens)
+        plain = chunk(text, cl100k, max_tokens, language="text")
         check_chunks(cl100k, text, plain, max_tokens)
-        # Without the hint, chunks start inside definitions.
+        # As plain text, chunks start inside definitions.
         assert not all(c.text.startswith(STARTS) for c in plain)
+        # Without a hint the language is detected (JavaScript read as TypeScript).
+        assert chunk(text, cl100k, max_tokens) == chunk(
+            text, cl100k, max_tokens, language=language.replace("javascript", "typescript")
+        )
+
+
+def test_detect_language(corpus):
+    from bpecore.chunker import _detect_language
+
+    for language in DEFINITIONS:
+        text = "".join(DEFINITIONS[language].format(i=i, indent="") for i in range(60))
+        assert _detect_language(text) == language.replace("javascript", "typescript")
+    code = corpus("code")
+    assert _detect_language(code) == "python"
+    for name in ("english", "multilingual"):
+        text = corpus(name)
+        assert not any(_detect_language(text[i:]) for i in range(0, len(text), 50_000)), name
+    # A few definitions in a long text are not enough, nor is prose that says "class" and "type".
+    assert _detect_language("Some text.\n" * 200 + code[:3000]) is None
+    assert _detect_language("\nclass A is here.\ntype B too.\nfunction C as well.\n" * 9) is None
 
 
 def test_python_top_level_definitions_before_methods(cl100k):
@@ -554,7 +617,7 @@ def test_python_top_level_definitions_before_methods(cl100k):
 
 def test_language_keeps_definitions_whole_on_the_code_corpus(corpus, cl100k):
     """On real code (CPython modules) every definition that fits (from its first line, decorators
-    and comments included, to the next definition) is inside one chunk; without the hint, 88%."""
+    and comments included, to the next definition) is inside one chunk; as plain text, 88%."""
     from bisect import bisect_right
 
     from bpecore.chunker import _Chunker
@@ -568,7 +631,7 @@ def test_language_keeps_definitions_whole_on_the_code_corpus(corpus, cl100k):
     for max_tokens in (128, 512):
         fits = [(a, b) for a, b in spans if cl100k.count(text[a:b]) <= max_tokens]
         whole = {}
-        for language in (None, "python"):
+        for language in ("text", "python", None):
             chunks = chunk(text, cl100k, max_tokens, language=language)
             check_chunks(cl100k, text, chunks, max_tokens)
             firsts = [c.start for c in chunks]
@@ -577,7 +640,7 @@ def test_language_keeps_definitions_whole_on_the_code_corpus(corpus, cl100k):
                 for a, b in fits
                 if (i := bisect_right(firsts, a) - 1) >= 0
             )
-        assert whole["python"] == len(fits) > whole[None], (max_tokens, len(fits), whole)
+        assert whole["python"] == whole[None] == len(fits) > whole["text"], (max_tokens, whole)
 
 
 def test_bad_language(cl100k):
@@ -617,13 +680,14 @@ CODE_TEXTS = st.lists(
     text=CODE_TEXTS | TEXTS,
     max_tokens=st.sampled_from(LIMITS),
     trim=st.booleans(),
-    language=st.sampled_from(sorted(DEFINITIONS)),
+    language=st.sampled_from([None, "text", *sorted(DEFINITIONS)]),
     overlap=st.sampled_from([0, 0, 1, 3]),
+    balance=st.booleans(),
 )
-def test_hyp_language_contract(cl100k, text, max_tokens, trim, language, overlap):
+def test_hyp_language_contract(cl100k, text, max_tokens, trim, language, overlap, balance):
     overlap = min(overlap, max_tokens - 1)
     chunks = chunk_or_unfittable(
-        cl100k, text, max_tokens, overlap=overlap, trim=trim, language=language
+        cl100k, text, max_tokens, overlap=overlap, trim=trim, language=language, balance=balance
     )
     if chunks is not None:
         check_chunks(cl100k, text, chunks, max_tokens, trim=trim, overlap=overlap)
