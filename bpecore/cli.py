@@ -161,6 +161,11 @@ def _add_chunk(sub: argparse._SubParsersAction) -> None:
         help="cut source code at definitions and blocks (or Markdown at headings)",
     )
     p.add_argument(
+        "--balance",
+        action="store_true",
+        help="share a long line evenly between its chunks instead of filling each",
+    )
+    p.add_argument(
         "--no-trim",
         dest="trim",
         action="store_false",
@@ -199,7 +204,14 @@ def _run_chunk(args: argparse.Namespace) -> int:
     try:
         for i, c in enumerate(
             _iter_chunks(
-                text, enc, args.max_tokens, args.overlap, args.trim, args.markdown, args.language
+                text,
+                enc,
+                args.max_tokens,
+                args.overlap,
+                args.trim,
+                args.markdown,
+                args.language,
+                args.balance,
             )
         ):
             if args.jsonl:

@@ -188,6 +188,7 @@ class _Methods:
         trim: bool = True,
         markdown: bool = False,
         language: str | None = None,
+        balance: bool = False,
         encoding: str | None = None,
     ) -> Any:
         """Token-exact chunks of ``text`` as ``bpecore.Chunk`` (``bpecore.chunk``)."""
@@ -198,6 +199,7 @@ class _Methods:
             "trim": trim,
             "markdown": markdown,
             **({"language": language} if language is not None else {}),
+            **({"balance": True} if balance else {}),
             **self._enc(encoding),
         }
         return self._call("/v1/chunk", payload, _chunks)

@@ -305,8 +305,14 @@ class ChunkRequest(Request):
     language: str | None = Field(
         default=None,
         description="Source language whose definitions and blocks are the best boundaries: "
-        "python, javascript, typescript, go, rust, or markdown.",
+        "python, javascript, typescript, go, rust, or markdown; text: plain text. Default: source "
+        "code is detected from the text's start, other text is chunked as plain text.",
         examples=["python"],
+    )
+    balance: bool = Field(
+        default=False,
+        description="Share a line that needs several chunks evenly between them (at its sentence, "
+        "punctuation or word ends) instead of filling each and leaving a short last piece.",
     )
 
     @model_validator(mode="after")

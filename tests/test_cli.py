@@ -135,6 +135,17 @@ def test_chunk_language(capsys, monkeypatch):
     ]
 
 
+def test_chunk_balance(capsys, monkeypatch):
+    line = " ".join(f"Sentence number {i} says something about item {i * 7}." for i in range(40))
+    argv = ["chunk", "-n", "100", "--balance", "--jsonl"]
+    code, out, _ = run(capsys, argv, stdin=line.encode(), monkeypatch=monkeypatch)
+    assert code == 0
+    rows = [json.loads(row) for row in out.splitlines()]
+    expected = chunk(line, "cl100k_base", 100, balance=True)
+    assert [(r["start"], r["end"]) for r in rows] == [(c.start, c.end) for c in expected]
+    assert expected != chunk(line, "cl100k_base", 100)
+
+
 def test_chunk_plain_output(capsys, files):
     code, out, _ = run(capsys, ["chunk", str(files[0]), "-n", "8"])
     assert code == 0 and out.startswith(

@@ -44,6 +44,7 @@ def chunk_texts(body: ChunkRequest, ctx: Context) -> ChunkResponse:
                     body.trim,
                     body.markdown,
                     body.language,
+                    body.balance,
                 )
             except ValueError as e:
                 raise APIError(422, "chunk_error", str(e)) from None

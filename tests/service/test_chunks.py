@@ -57,6 +57,17 @@ def test_chunk_language(client):
     ]
 
 
+def test_chunk_balance(client):
+    line = " ".join(f"Sentence number {i} says something about item {i * 7}." for i in range(40))
+    r = client.post("/v1/chunk", json={"text": line, "max_tokens": 100, "balance": True})
+    assert r.status_code == 200, r.text
+    lib = chunk(line, "cl100k_base", 100, balance=True)
+    assert [(c["start"], c["end"]) for c in r.json()["chunks"]] == [(c.start, c.end) for c in lib]
+    # the option reached the chunker: the greedy cut leaves a short last chunk, balance does not
+    assert lib != chunk(line, "cl100k_base", 100)
+    assert max(c.tokens for c in lib) - min(c.tokens for c in lib) < 20
+
+
 def test_chunk_batch(client):
     texts = [DOC, "", "short text"]
     body = client.post("/v1/chunk", json={"texts": texts, "max_tokens": 20}).json()

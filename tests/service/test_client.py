@@ -136,6 +136,7 @@ def test_client_equals_library(server, name):
             TEXT, enc, 12, language="python"
         )
         assert c.chunk(TEXT, 25, trim=False) == bpecore.chunk(TEXT, enc, 25, trim=False)
+        assert c.chunk(TEXT, 25, balance=True) == bpecore.chunk(TEXT, enc, 25, balance=True)
     # a per-call encoding overrides the client's
     with Client(server.url) as c:
         assert c.count(TEXT, encoding=name) == enc.count(TEXT)
