@@ -761,3 +761,40 @@ def test_unicode_tables_match_tokenizers():
 @pytest.mark.slow
 def test_unicode_tables_match_tokenizers_everywhere():
     _check_tables(_sample_code_points(True))
+
+
+def _check_scanner_classes(points: list[int]) -> None:
+    """The classes the compiled scanners read (both flag bytes of _unicode_tables.h, measured from
+    `regex`) are the ones `tokenizers`' Split regexes (Oniguruma) match: a ``Removed`` split by
+    each class removes exactly the code points the tables put in it."""
+    from bpecore import pretokenize
+    from bpecore.pretokenize import DEEPSEEK3_CJK
+
+    table, _ = pretokenize._flags_table()
+    table2, _ = pretokenize._flags2_table()
+    cjk = "[" + "".join(f"\\x{{{ord(c):x}}}" if c != "-" else c for c in DEEPSEEK3_CJK) + "]"
+    classes = [
+        (r"\p{L}", table, 0x1F),
+        (r"\p{M}", table, 0x20),
+        (r"\p{N}", table, 0x40),
+        (r"\s", table, 0x80),
+        (r"\p{P}", table2, 1),
+        (r"\p{S}", table2, 2),
+        (cjk, table2, 4),
+    ]
+    text = "".join(map(chr, points))
+    for prop, flags, bits in classes:
+        kept = set()
+        for _, (a, b) in pre_tokenizers.Split(Regex(prop), "removed").pre_tokenize_str(text):
+            kept.update(range(a, b))
+        removed = {cp for i, cp in enumerate(points) if i not in kept}
+        assert removed == {cp for cp in points if flags[cp] & bits}, prop
+
+
+def test_scanner_classes_match_tokenizers():
+    _check_scanner_classes(_sample_code_points(False))
+
+
+@pytest.mark.slow
+def test_scanner_classes_match_tokenizers_everywhere():
+    _check_scanner_classes(_sample_code_points(True))
