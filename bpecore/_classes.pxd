@@ -12,6 +12,7 @@ cdef enum PatternKind:
     PAT_LLAMA3 = 5    #: LLAMA3_PATTERN (Meta's Llama 3 string): cl100k's words, o200k's whitespace
     PAT_QWEN2 = 6     #: QWEN2_PATTERN: PAT_LLAMA3 with single digits
     PAT_TEKKEN = 7    #: TEKKEN_PATTERN: O200K_PATTERN without contractions, single digits
+    PAT_DEEPSEEK3 = 8  #: DEEPSEEK3_PATTERN: DeepSeek V3's three chained Splits as one regex
 
 
 cdef extern from "bpecore/_unicode_tables.h":
@@ -21,6 +22,10 @@ cdef extern from "bpecore/_unicode_tables.h":
     # enum values Cython turns run_any's if/elif chain on the mask into a switch, and run_any
     # took 3.4% more instructions (count_till_limit of 1 MB of English, cl100k).
     const uint8_t BPE_UT_LU, BPE_UT_LL, BPE_UT_LT, BPE_UT_LM, BPE_UT_LO, BPE_UT_M, BPE_UT_N, BPE_UT_WS
+    #: The second flag byte (only DeepSeek V3's pattern names these): \p{P}=1 \p{S}=2 and its CJK
+    #: set [\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]=4.
+    const uint8_t BPE_UT2_ASCII[]
+    const uint8_t BPE_UT2_P, BPE_UT2_S, BPE_UT2_CJK
 
 
 cdef enum:
@@ -39,8 +44,10 @@ cdef inline bint o200k_words(int kind) noexcept nogil:
 
 cdef inline bint o200k_spaces(int kind) noexcept nogil:
     """Whitespace is cut by ``\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`` (no ``\\s++$``): o200k, Llama 3's
-    and Qwen2's strings, Tekken."""
-    return kind == PAT_O200K or kind == PAT_LLAMA3 or kind == PAT_QWEN2 or kind == PAT_TEKKEN
+    and Qwen2's strings, Tekken; DeepSeek V3 where the whitespace ends the text (its
+    ``\\s+(?=[\\p{N}CJK])`` needs a character after it)."""
+    return (kind == PAT_O200K or kind == PAT_LLAMA3 or kind == PAT_QWEN2 or kind == PAT_TEKKEN
+            or kind == PAT_DEEPSEEK3)
 
 
 cdef inline bint leading_contraction(int kind) noexcept nogil:

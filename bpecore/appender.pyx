@@ -33,13 +33,16 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
 
 from bpecore._classes cimport (
-    BPE_UT_LT, BPE_UT_LU, BPE_UT_M, BPE_UT_N, BPE_UT_WS, F_L, F_LOWER, PAT_NONE, PAT_R50K,
-    PAT_REGEX, leading_contraction, o200k_spaces, o200k_words,
+    BPE_UT_LT, BPE_UT_LU, BPE_UT_M, BPE_UT_N, BPE_UT_WS, F_L, F_LOWER, PAT_DEEPSEEK3, PAT_NONE,
+    PAT_R50K, PAT_REGEX, leading_contraction, o200k_spaces, o200k_words,
 )
 from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_bytes, encode_piece
 from bpecore.prefix cimport SuffixTrie, last_token
-from bpecore.pretokenize cimport char_flags, char_flags_fast, next_piece_end, piece_horizon
+from bpecore.pretokenize cimport (
+    DS_OTHER, DS_SPACE, DS_WORD, char_flags, char_flags_fast, deepseek_char_class, next_piece_end,
+    piece_horizon,
+)
 from bpecore.utf8 cimport is_lead
 from bpecore.vocab cimport VocabView, is_valid_pair, lookup_piece, token_len
 
@@ -271,9 +274,12 @@ cdef class Appender:
 
     cdef inline bint _extends(self, const uint8_t* c, uint8_t fl) noexcept nogil:
         """Does appending the character at ``c`` (flags ``fl``) just lengthen the last piece?"""
+        cdef Py_ssize_t w
         if self.n_mid != 0 or self.frontier != self.last_start:
             return False
         if self.shape == SHAPE_WORD:
+            if self.kind == PAT_DEEPSEEK3:
+                return deepseek_char_class(c, 4, 0, &w) == DS_WORD
             if not o200k_words(self.kind):
                 return (fl & F_L) != 0
             if fl & F_LOWER:
@@ -309,6 +315,9 @@ cdef class Appender:
                     if s[p] == 0x0A or s[p] == 0x0D:
                         self.shape_flag = True
                 return
+        if self.kind == PAT_DEEPSEEK3:
+            _set_deepseek_shape(self)
+            return
         if fl0 & F_L:
             q = p0
         elif c0 == 0x0A or c0 == 0x0D or (fl0 & BPE_UT_N):
@@ -410,6 +419,26 @@ cdef class Appender:
         """Bytes held: the text, the last piece's table and the memo of short pieces."""
         return (self.buf.capacity() + 4 * (self.last.capacity() + self.cnt.capacity())
                 + sizeof(MemoEntry) * self.memo.capacity())
+
+
+cdef void _set_deepseek_shape(Appender a) noexcept nogil:
+    """_set_shape's words for DEEPSEEK3_PATTERN: ``[[\\p{L}\\p{M}]--CJK]+`` after at most one
+    space or character of no class (not a punctuation mark: ``[!"#...][A-Za-z]+`` takes only
+    ASCII letters; not CJK: its words are another run)."""
+    cdef const uint8_t* s = a.buf.data()
+    cdef Py_ssize_t n = a.buf.size(), q = a.last_start, w
+    cdef uint8_t k = deepseek_char_class(s, n, q, &w)
+    if k == DS_SPACE or k == DS_OTHER:
+        q += w
+    elif k != DS_WORD:
+        return
+    if q >= n:
+        return
+    while q < n:
+        if deepseek_char_class(s, n, q, &w) != DS_WORD:
+            return
+        q += w
+    a.shape = SHAPE_WORD
 
 
 def split_at(BacktrackEncoder encoder, SuffixTrie trie, str text, Py_ssize_t limit):

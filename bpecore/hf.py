@@ -67,7 +67,7 @@ from bpecore.encoding import Encoding, _rebuild_counter, _RecountingCounter, _va
 from bpecore.load import VocabError, bytes_to_unicode, read_file
 from bpecore.patterns import BYTELEVEL_PATTERN
 from bpecore.prefix import KIND_REGEX as _PAT_REGEX
-from bpecore.pretokenize import R50K_PATTERN
+from bpecore.pretokenize import DEEPSEEK3_PATTERN, R50K_PATTERN
 from bpecore.vocab import Vocab
 
 _BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
@@ -435,12 +435,9 @@ def _split_regex(pre: dict, source: str) -> regex.Pattern:
         raise VocabError(f"{source}: Split pattern {text!r} does not compile: {e}") from e
 
 
-#: DeepSeek V3's three chained Splits (digit groups, then CJK runs, then words; each Isolated)
-#: and the one regex that cuts as the chain does. A stage re-splits every piece of the one before,
-#: alone: so digit groups come first, the CJK runs are cut by the word stage's classes restricted
-#: to the CJK set, the rest by its classes without digits and CJK (``\s+(?!\S)`` also ends before
-#: a digit or CJK character: the end of its piece), and the text no alternative matches is kept
-#: as a piece (Isolated keeps gaps) without crossing into or out of the CJK set.
+#: DeepSeek V3's three chained Splits (digit groups, then CJK runs, then words; each Isolated).
+#: ``pretokenize.DEEPSEEK3_PATTERN`` is the one regex that cuts as the chain does (the reasoning
+#: is beside it), and it has a scanner (PAT_DEEPSEEK3).
 _CJK = "一-龥぀-ゟ゠-ヿ"
 _DEEPSEEK_V3_STAGES = (
     r"\p{N}{1,3}",
@@ -448,26 +445,7 @@ _DEEPSEEK_V3_STAGES = (
     r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"""
     r"""| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
 )
-_DEEPSEEK_V3_CORE = "|".join(
-    [
-        r"\p{N}{1,3}",
-        # Alternatives that can match at one position keep the word stage's order ([!"#...]
-        # before " ?[\p{P}\p{S}]+", the letter run before "\s+"); the others start on disjoint
-        # characters, so the common ones go first (English 18% faster than in the stage's order).
-        rf"[^\r\n\p{{L}}\p{{P}}\p{{S}}\p{{N}}{_CJK}]?[[\p{{L}}\p{{M}}]--[{_CJK}]]+",
-        r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+""",
-        rf" ?[[\p{{P}}\p{{S}}]--[{_CJK}]]+[\r\n]*",
-        r"\s*[\r\n]+",
-        rf"\s+(?:(?!\S)|(?=[\p{{N}}{_CJK}]))",
-        r"\s+",
-        rf"[[{_CJK}]--[\p{{L}}\p{{P}}\p{{S}}]]?[[\p{{L}}\p{{M}}]&&[{_CJK}]]+",
-        rf"[[\p{{P}}\p{{S}}]&&[{_CJK}]]+",
-    ]
-)
-_DEEPSEEK_V3_PATTERN = (
-    f"(?V1){_DEEPSEEK_V3_CORE}"
-    f"|(?:(?!{_DEEPSEEK_V3_CORE})[^{_CJK}])+|(?:(?!{_DEEPSEEK_V3_CORE})[{_CJK}])+"
-)
+_DEEPSEEK_V3_PATTERN = DEEPSEEK3_PATTERN
 
 
 def _single_pattern(pre: Any) -> str | None:

@@ -28,3 +28,21 @@ cdef inline uint8_t char_flags_fast(const uint8_t* s, Py_ssize_t p, Py_ssize_t* 
 #: Conservative bound on how far the scanner may look when it cuts the piece [start, end):
 #: text up to the returned offset decides the piece (README, "Exact operations").
 cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil
+
+
+# DEEPSEEK3_PATTERN's character classes: every character is in one.
+cdef enum:
+    DS_OTHER = 0    #: none of the classes below, outside the CJK set (controls, Cf, Co, unassigned)
+    DS_SPACE = 1    #: \s but \r and \n
+    DS_NEWLINE = 2  #: \r, \n
+    DS_DIGIT = 3    #: \p{N} (inside the CJK set too: \p{N}{1,3} is tried first)
+    DS_WORD = 4     #: [[\p{L}\p{M}]--CJK]
+    DS_CJK_WORD = 5 #: [[\p{L}\p{M}]&&CJK]
+    DS_PUNCT = 6    #: [[\p{P}\p{S}]--CJK]
+    DS_CJK_PUNCT = 7  #: [[\p{P}\p{S}]&&CJK]
+    DS_CJK_OTHER = 8  #: CJK, none of the above (unassigned kana code points)
+    DS_END = 9      #: past the end of the text
+
+#: DS_* class of the character starting at byte ``i`` of the valid UTF-8 ``s[:n]`` (DS_END at n);
+#: its length in bytes goes to ``width[0]``.
+cdef uint8_t deepseek_char_class(const uint8_t* s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t* width) noexcept nogil

@@ -4,6 +4,8 @@ R50K_PATTERN: str
 LLAMA3_PATTERN: str
 QWEN2_PATTERN: str
 TEKKEN_PATTERN: str
+DEEPSEEK3_PATTERN: str
+DEEPSEEK3_CJK: str
 TABLES_REGEX_VERSION: str
 
 def pattern_kind(pattern: str | None) -> int: ...

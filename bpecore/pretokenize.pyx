@@ -3,17 +3,19 @@
 ``next_piece_end(kind, s, n, pos)`` returns the end (byte offset) of the piece that starts at
 ``pos`` in the valid UTF-8 text ``s[:n]``, exactly where ``regex.finditer(pattern, text)`` would
 end it. The shipped patterns (CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN) and the open models'
-(LLAMA3_PATTERN, QWEN2_PATTERN, TEKKEN_PATTERN: variants of the first two) have hand-written
-scanners over the UTF-8 bytes; character classes come from ``_unicode_tables.h``, measured from
-the `regex` module itself (scripts/gen_unicode_tables.py). Any other pattern (PAT_REGEX) is cut
-by `regex` in ``BacktrackEncoder._pieces``; PAT_NONE makes the whole text one piece.
+(LLAMA3_PATTERN, QWEN2_PATTERN, TEKKEN_PATTERN: variants of the first two; DEEPSEEK3_PATTERN)
+have hand-written scanners over the UTF-8 bytes; character classes come from
+``_unicode_tables.h``, measured from the `regex` module itself (scripts/gen_unicode_tables.py).
+Any other pattern (PAT_REGEX) is cut by `regex` in ``BacktrackEncoder._pieces``; PAT_NONE makes
+the whole text one piece.
 
 Cost: O(n) to cut a whole text of n bytes, average and worst case. The patterns' backtracking
 is resolved in one forward pass by remembering positions (last \\r/\\n, last Lm/Lo/M, start of
 the last \\s), so a call reads its piece plus one more character, except that o200k may read a
 run of capitals up to 3 times (worst input: "\\u0301" + "A" * k + "."). ASCII letter and digit
 runs are tested 8 bytes at a time; other characters cost one or two table reads. Memory: no
-allocation, nogil; the code point tables are 38.5 KB of static data shared by all calls.
+allocation, nogil; the code point tables are 38.5 KB of static data shared by all calls (69 KB
+with the second flag byte, which only the DeepSeek V3 scanner reads).
 """
 
 # Performance decisions that hold (numbers: the steps of docs/perf/pretokenize.md, which this
@@ -29,6 +31,9 @@ allocation, nogil; the code point tables are 38.5 KB of static data shared by al
 # - o200k_ascii_other cuts digits, punctuation and whitespace runs from one class table before
 #   o200k_end; the chain word path -> other path -> o200k_end is written out in both
 #   next_piece_end and next_piece_ends, as a shared inline helper stayed out of line (9).
+# - DEEPSEEK3_PATTERN: each character gets one class (DS_*) from one table read (ASCII) or both
+#   flag bytes, and deepseek3_end decides on the first two classes, which replaced `regex`'s
+#   lookahead per character (docs/perf/pretokenize.md, "DeepSeek V3 scanner").
 # - ``piece_horizon`` (the exact operations' bound on how far a cut may look) is as tight as the
 #   patterns allow, so a piece is stable as soon as the next character is in
 #   (docs/perf/prefix.md, round 2, step 5).
@@ -39,9 +44,9 @@ from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
 from bpecore._classes cimport (
-    BPE_UT_ASCII, BPE_UT_LL, BPE_UT_LM, BPE_UT_LO, BPE_UT_LT, BPE_UT_LU, BPE_UT_M, BPE_UT_N, BPE_UT_WS, F_BOTH, F_L,
-    F_LN, F_LNS, F_LOWER, F_UPPER, PAT_CL100K, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX,
-    PAT_TEKKEN, o200k_words,
+    BPE_UT2_ASCII, BPE_UT2_CJK, BPE_UT2_P, BPE_UT2_S, BPE_UT_ASCII, BPE_UT_LL, BPE_UT_LM, BPE_UT_LO, BPE_UT_LT,
+    BPE_UT_LU, BPE_UT_M, BPE_UT_N, BPE_UT_WS, F_BOTH, F_L, F_LN, F_LNS, F_LOWER, F_UPPER, PAT_CL100K,
+    PAT_DEEPSEEK3, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX, PAT_TEKKEN, o200k_words,
 )
 from bpecore._simd cimport BPE_SWAR, bpe_ctz64
 
@@ -89,9 +94,37 @@ TEKKEN_PATTERN = "|".join([
     r"""\s+""",
 ])
 
+#: DeepSeek V3's three chained Splits (digit groups, then CJK runs, then words; each Isolated,
+#: bpecore.hf's _DEEPSEEK_V3_STAGES) as the one regex that cuts as the chain does. A stage
+#: re-splits every piece of the one before, alone: so digit groups come first, the CJK runs are
+#: cut by the word stage's classes restricted to the CJK set, the rest by its classes without
+#: digits and CJK (``\s+(?!\S)`` also ends before a digit or CJK character: the end of its
+#: piece), and the text no alternative matches is kept as a piece (Isolated keeps gaps) without
+#: crossing into or out of the CJK set. Alternatives that can match at one position keep the word
+#: stage's order ([!"#...] before `` ?[\p{P}\p{S}]+``, the letter run before ``\s+``); the others
+#: start on disjoint characters, so the common ones go first (English 18% faster in `regex` than
+#: in the stage's order).
+DEEPSEEK3_CJK = "\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff"
+_DEEPSEEK3_CORE = "|".join([
+    r"\p{N}{1,3}",
+    rf"[^\r\n\p{{L}}\p{{P}}\p{{S}}\p{{N}}{DEEPSEEK3_CJK}]?[[\p{{L}}\p{{M}}]--[{DEEPSEEK3_CJK}]]+",
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+""",
+    rf" ?[[\p{{P}}\p{{S}}]--[{DEEPSEEK3_CJK}]]+[\r\n]*",
+    r"\s*[\r\n]+",
+    rf"\s+(?:(?!\S)|(?=[\p{{N}}{DEEPSEEK3_CJK}]))",
+    r"\s+",
+    rf"[[{DEEPSEEK3_CJK}]--[\p{{L}}\p{{P}}\p{{S}}]]?[[\p{{L}}\p{{M}}]&&[{DEEPSEEK3_CJK}]]+",
+    rf"[[\p{{P}}\p{{S}}]&&[{DEEPSEEK3_CJK}]]+",
+])
+DEEPSEEK3_PATTERN = (
+    f"(?V1){_DEEPSEEK3_CORE}"
+    f"|(?:(?!{_DEEPSEEK3_CORE})[^{DEEPSEEK3_CJK}])+|(?:(?!{_DEEPSEEK3_CORE})[{DEEPSEEK3_CJK}])+"
+)
+
 _SCANNED = {
     CL100K_PATTERN: PAT_CL100K, O200K_PATTERN: PAT_O200K, R50K_PATTERN: PAT_R50K,
     LLAMA3_PATTERN: PAT_LLAMA3, QWEN2_PATTERN: PAT_QWEN2, TEKKEN_PATTERN: PAT_TEKKEN,
+    DEEPSEEK3_PATTERN: PAT_DEEPSEEK3,
 }
 _SCANNER_KINDS = frozenset(_SCANNED.values())
 
@@ -658,9 +691,206 @@ cdef inline Py_ssize_t tekken_ascii_piece(const uint8_t* s, Py_ssize_t n, Py_ssi
     return last
 
 
+# DEEPSEEK3_PATTERN. Every character falls in one class (DS_*), from one ASCII table lookup or
+# the two flag bytes of a multi-byte character; the scanner decides on the classes of the first
+# two characters as the regex's alternatives would, then runs to the end of a class.
+
+cdef extern from "bpecore/_unicode_tables.h":
+    const uint8_t BPE_UT2_STAGE1[]
+    const uint8_t BPE_UT2_STAGE2[]
+
+
+cdef uint8_t DS_ASCII[128]
+cdef int _init_deepseek_classes() except -1:
+    cdef int c
+    for c in range(128):
+        if c == 0x0A or c == 0x0D:
+            DS_ASCII[c] = DS_NEWLINE
+        elif BPE_UT_ASCII[c] & BPE_UT_WS:
+            DS_ASCII[c] = DS_SPACE
+        elif BPE_UT_ASCII[c] & BPE_UT_N:
+            DS_ASCII[c] = DS_DIGIT
+        elif BPE_UT_ASCII[c] & (F_L | BPE_UT_M):
+            DS_ASCII[c] = DS_WORD
+        elif BPE_UT2_ASCII[c] & (BPE_UT2_P | BPE_UT2_S):
+            DS_ASCII[c] = DS_PUNCT
+        else:
+            DS_ASCII[c] = DS_OTHER
+    return 0
+_init_deepseek_classes()
+
+
+cdef inline uint8_t cp_flags2(uint32_t cp) noexcept nogil:
+    """BPE_UT2_* flags of code point ``cp`` (< 0x110000)."""
+    return BPE_UT2_STAGE2[(<uint32_t>BPE_UT2_STAGE1[cp >> BPE_UT_SHIFT] << BPE_UT_SHIFT)
+                          | (cp & ((1 << BPE_UT_SHIFT) - 1))]
+
+
+cdef uint8_t deepseek_wide_class(const uint8_t* s, Py_ssize_t i, Py_ssize_t* width) noexcept nogil:
+    """DS_* class of the 2-4 byte character at byte ``i``; its length goes to ``width[0]``."""
+    cdef uint32_t cp, b = s[i]
+    if b < 0xE0:
+        width[0] = 2
+        cp = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F)
+    elif b < 0xF0:
+        width[0] = 3
+        cp = ((b & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F)
+    else:
+        width[0] = 4
+        cp = ((b & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12) | ((s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F)
+    cdef uint8_t f = cp_flags(cp), g = cp_flags2(cp)
+    if f & BPE_UT_N:
+        return DS_DIGIT
+    if f & (F_L | BPE_UT_M):
+        return DS_CJK_WORD if g & BPE_UT2_CJK else DS_WORD
+    if f & BPE_UT_WS:
+        return DS_SPACE
+    if g & (BPE_UT2_P | BPE_UT2_S):
+        return DS_CJK_PUNCT if g & BPE_UT2_CJK else DS_PUNCT
+    return DS_CJK_OTHER if g & BPE_UT2_CJK else DS_OTHER
+
+
+cdef inline uint8_t deepseek_class(const uint8_t* s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t* width) noexcept nogil:
+    """DS_* class of the character at byte ``i`` (DS_END at n); its length goes to ``width[0]``."""
+    if i >= n:
+        width[0] = 0
+        return DS_END
+    if s[i] < 0x80:
+        width[0] = 1
+        return DS_ASCII[s[i]]
+    return deepseek_wide_class(s, i, width)
+
+
+cdef uint8_t deepseek_char_class(const uint8_t* s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t* width) noexcept nogil:
+    return deepseek_class(s, n, i, width)
+
+
+cdef inline bint deepseek_cjk(uint8_t k) noexcept nogil:
+    return k == DS_CJK_WORD or k == DS_CJK_PUNCT or k == DS_CJK_OTHER
+
+
+cdef inline Py_ssize_t deepseek_run(const uint8_t* s, Py_ssize_t n, Py_ssize_t i, uint8_t k) noexcept nogil:
+    """End of the run of class-``k`` characters from byte ``i``; DS_WORD tests ASCII letters 8
+    bytes at a time."""
+    cdef Py_ssize_t w
+    cdef uint64_t x, stop
+    while i < n:
+        if s[i] < 0x80:
+            if k == DS_WORD and BPE_SWAR and i + 8 <= n:
+                memcpy(&x, s + i, 8)
+                stop = outside_bits(x, 0x20, 0x61, 0x7A)
+                if stop == 0:
+                    i += 8
+                    continue
+                i += bpe_ctz64(stop) >> 3
+                if s[i] >= 0x80:
+                    continue
+            if DS_ASCII[s[i]] != k:
+                break
+            i += 1
+        elif deepseek_wide_class(s, i, &w) == k:
+            i += w
+        else:
+            break
+    return i
+
+
+cdef inline Py_ssize_t ascii_letters_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    """End of the run of [A-Za-z] from byte ``i``."""
+    while i < n and <uint32_t>((s[i] | 0x20) - 0x61) < 26:
+        i += 1
+    return i
+
+
+cdef Py_ssize_t deepseek3_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """DEEPSEEK3_PATTERN, alternatives tried in order (by the classes of the first two characters)."""
+    cdef Py_ssize_t w0, w1, w, e, last = pos, newline
+    cdef uint8_t k0 = deepseek_class(s, n, pos, &w0), k1, k
+    if k0 == DS_DIGIT:                            # \p{N}{1,3}
+        return digits_end(s, n, pos, 3)
+    if k0 == DS_WORD:                             # [^\r\n\p{L}\p{P}\p{S}\p{N}CJK]?[[\p{L}\p{M}]--CJK]+
+        return deepseek_run(s, n, pos + w0, DS_WORD)   # (a mark as the prefix: the same run)
+    k1 = deepseek_class(s, n, pos + w0, &w1)
+    if (k0 == DS_SPACE or k0 == DS_OTHER) and k1 == DS_WORD:     # ... with the prefix
+        return deepseek_run(s, n, pos + w0 + w1, DS_WORD)
+    if k0 == DS_PUNCT:
+        if s[pos] < 0x80 and pos + 1 < n and <uint32_t>((s[pos + 1] | 0x20) - 0x61) < 26:
+            return ascii_letters_end(s, n, pos + 2)   # [!"#...][A-Za-z]+: every ASCII \p{P}\p{S}
+        return newlines_end(s, n, deepseek_run(s, n, pos + w0, DS_PUNCT), False)   # ?[PS--CJK]+[\r\n]*
+    if s[pos] == 0x20 and k1 == DS_PUNCT:         # ... with the space
+        return newlines_end(s, n, deepseek_run(s, n, pos + 1 + w1, DS_PUNCT), False)
+    if k0 == DS_SPACE or k0 == DS_NEWLINE:
+        e = space_run(s, n, pos, &last, &newline)
+        if newline >= 0:                          # \s*[\r\n]+
+            return newline
+        if e == n:                                # \s+(?!\S) at the end
+            return e
+        k = deepseek_class(s, n, e, &w)
+        if k == DS_DIGIT or deepseek_cjk(k):      # \s+(?=[\p{N}CJK])
+            return e
+        return last if last > pos else e         # \s+(?!\S); \s+ of one character
+    if k0 == DS_CJK_WORD:                         # [[CJK]--[LPS]]?[[\p{L}\p{M}]&&CJK]+
+        return deepseek_run(s, n, pos + w0, DS_CJK_WORD)
+    if k0 == DS_CJK_OTHER and k1 == DS_CJK_WORD:
+        return deepseek_run(s, n, pos + w0 + w1, DS_CJK_WORD)
+    if k0 == DS_CJK_PUNCT:                        # [[\p{P}\p{S}]&&CJK]+
+        return deepseek_run(s, n, pos + w0, DS_CJK_PUNCT)
+    # (?:(?!CORE)[^CJK])+ or (?:(?!CORE)[CJK])+: k0 is DS_OTHER or DS_CJK_OTHER, where no
+    # alternative matches; the piece runs on while the next character is of k0's class and the
+    # one after it does not make it a prefix (DS_WORD after DS_OTHER, DS_CJK_WORD after DS_CJK_OTHER).
+    e = pos + w0
+    while k1 == k0:
+        k = deepseek_class(s, n, e + w1, &w)
+        if k == (DS_WORD if k0 == DS_OTHER else DS_CJK_WORD):
+            break
+        e += w1
+        k1 = k
+        w1 = w
+    return e
+
+
+cdef inline Py_ssize_t deepseek3_ascii_piece(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """deepseek3_end for the commonest English pieces, a word after at most one space or other
+    ASCII character, when the bytes that decide it are ASCII; -1 otherwise."""
+    cdef uint32_t c = s[pos], k
+    if c >= 0x80:
+        return -1
+    k = DS_ASCII[c]
+    if k == DS_WORD:
+        return deepseek_run(s, n, pos + 1, DS_WORD)
+    if ((k == DS_SPACE or k == DS_OTHER) and pos + 1 < n and s[pos + 1] < 0x80
+            and DS_ASCII[s[pos + 1]] == DS_WORD):
+        return deepseek_run(s, n, pos + 2, DS_WORD)
+    return -1
+
+
+cdef Py_ssize_t deepseek3_horizon(const uint8_t* s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+    """piece_horizon for PAT_DEEPSEEK3. The alternatives tried at ``start`` read the first two
+    characters, the piece and one character past it, except: the whitespace alternatives read the
+    whole \\s run from start and the character after it (its class: \\p{N} or CJK); a piece of
+    the two catch-all alternatives (and a prefix + word of the same start classes) ends where the
+    next character is of another class or makes a prefix with the one after it."""
+    cdef Py_ssize_t w0, w, p, h = end + 1
+    cdef uint8_t k0 = deepseek_class(s, n, start, &w0)
+    if k0 == DS_SPACE or k0 == DS_NEWLINE:
+        p = start
+        while p < n and (flags_at(s, p, &w) & BPE_UT_WS):
+            p += w
+        if p + 1 > h:
+            h = p + 1
+    elif (k0 == DS_OTHER or k0 == DS_CJK_OTHER) and end < n:
+        deepseek_class(s, n, end, &w)
+        if end + w + 1 > h:
+            h = end + w + 1
+    return h
+
+
 cdef Py_ssize_t open_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
-    """next_piece_end for PAT_LLAMA3, PAT_QWEN2 and PAT_TEKKEN."""
+    """next_piece_end for PAT_LLAMA3, PAT_QWEN2, PAT_TEKKEN and PAT_DEEPSEEK3."""
     cdef Py_ssize_t e
+    if kind == PAT_DEEPSEEK3:
+        e = deepseek3_ascii_piece(s, n, pos)
+        return e if e >= 0 else deepseek3_end(s, n, pos)
     if kind == PAT_TEKKEN:
         e = tekken_ascii_piece(s, n, pos)
         return e if e >= 0 else tekken_end(s, n, pos)
@@ -670,9 +900,16 @@ cdef Py_ssize_t open_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssiz
 
 cdef Py_ssize_t open_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
                                 Py_ssize_t* ends, Py_ssize_t k) noexcept nogil:
-    """next_piece_ends for PAT_LLAMA3, PAT_QWEN2 and PAT_TEKKEN."""
+    """next_piece_ends for PAT_LLAMA3, PAT_QWEN2, PAT_TEKKEN and PAT_DEEPSEEK3."""
     cdef Py_ssize_t j = 0, e
     cdef int most = 3 if kind == PAT_LLAMA3 else 1
+    if kind == PAT_DEEPSEEK3:
+        while j < k and pos < n:
+            e = deepseek3_ascii_piece(s, n, pos)
+            pos = e if e >= 0 else deepseek3_end(s, n, pos)
+            ends[j] = pos
+            j += 1
+        return j
     if kind == PAT_TEKKEN:
         while j < k and pos < n:
             e = tekken_ascii_piece(s, n, pos)
@@ -756,6 +993,8 @@ cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize
     # contraction; and the piece plus one character. Digits read no further than the piece plus
     # one character: \p{N}{1,3} and \p{N}+ either fail at ``start`` or are the piece.
     cdef Py_ssize_t w0, p, u, l, h = end + 1
+    if kind == PAT_DEEPSEEK3:
+        return deepseek3_horizon(s, n, start, end)
     cdef uint8_t fl = flags_at(s, start, &w0)
     if s[start] == 0x27 and start + 4 > h:
         h = start + 4
@@ -902,6 +1141,16 @@ def _flags_table():
     for cp in range(0x110000):
         out[cp] = cp_flags(cp)
     return bytes(out), bytes([BPE_UT_ASCII[cp] for cp in range(128)])
+
+
+def _flags2_table():
+    """(second flag byte of every code point 0..0x10FFFF, of the ASCII fast-path table), as bytes;
+    for tests. Bits, low to high: \\p{P} \\p{S} CJK (BPE_UT2_* in _unicode_tables.h)."""
+    cdef bytearray out = bytearray(0x110000)
+    cdef uint32_t cp
+    for cp in range(0x110000):
+        out[cp] = cp_flags2(cp)
+    return bytes(out), bytes([BPE_UT2_ASCII[cp] for cp in range(128)])
 
 
 def _count_pieces(int kind, const uint8_t[::1] utf8):

@@ -171,7 +171,8 @@ def boundary_ranks() -> dict[bytes, int]:
 
 def exact_encoding(name: str) -> bpecore.Encoding:
     """The shipped encodings by name, plus vocabularies the exact-operation tests need: r50k's
-    pattern over cl100k ("r50k_pattern"; "llama3_pattern", "qwen2_pattern", "tekken_pattern" likewise),
+    pattern over cl100k ("r50k_pattern"; "llama3_pattern", "qwen2_pattern", "tekken_pattern",
+    "deepseek3_pattern" likewise),
     a pattern-less cl100k vocab ("cl100k_nopattern"), the toy
     vocab ("toy") and a custom regex pattern ("cl100k_words"). Built once per session."""
     if name not in _EXACT_ENCODINGS:
@@ -185,7 +186,7 @@ def exact_encoding(name: str) -> bpecore.Encoding:
             _EXACT_ENCODINGS[name] = bpecore.Encoding(
                 name, shared_ranks("cl100k_base"), R50K_PATTERN, {}
             )
-        elif name in ("llama3_pattern", "qwen2_pattern", "tekken_pattern"):
+        elif name in ("llama3_pattern", "qwen2_pattern", "tekken_pattern", "deepseek3_pattern"):
             from bpecore import pretokenize
 
             pattern = getattr(pretokenize, name.split("_")[0].upper() + "_PATTERN")

@@ -17,7 +17,7 @@ encoding = exact_encoding
 
 
 #: Open-model patterns over cl100k's vocab: their scanners under every exact operation.
-OPEN = ["llama3_pattern", "qwen2_pattern", "tekken_pattern"]
+OPEN = ["llama3_pattern", "qwen2_pattern", "tekken_pattern", "deepseek3_pattern"]
 ALL = ["cl100k_base", "o200k_base", "r50k_pattern", "cl100k_nopattern", "toy", *OPEN]
 FAST = ["cl100k_base", "o200k_base", "cl100k_nopattern"]
 
@@ -258,6 +258,16 @@ PATTERN_CHARS = [
     "hello",
     "World",
     "abcdefghijklmno",
+    # DeepSeek V3's classes: kana, CJK punctuation, an unassigned kana code point, a mark inside
+    # the CJK set, a control, Cf, symbols
+    "あ",
+    "・",
+    "\u3040",
+    "\u3099",
+    "\x00",
+    "\u200d",
+    "©",
+    "€",
 ]
 pattern_text = st.lists(st.sampled_from(PATTERN_CHARS), max_size=40).map("".join)
 
@@ -271,7 +281,7 @@ def test_hyp_character_pushes_on_pattern_characters(name, text):
 
 
 SCANNED = ["CL100K_PATTERN", "O200K_PATTERN", "R50K_PATTERN"]
-SCANNED += ["LLAMA3_PATTERN", "QWEN2_PATTERN", "TEKKEN_PATTERN"]
+SCANNED += ["LLAMA3_PATTERN", "QWEN2_PATTERN", "TEKKEN_PATTERN", "DEEPSEEK3_PATTERN"]
 
 
 @pytest.mark.parametrize("pattern", SCANNED)

@@ -465,6 +465,86 @@ def test_deepseek_chain_is_one_regex(deepseek):
         assert [m.span() for m in rx.finditer(text)] == want
 
 
+def _hf_spans(hf, text: str) -> list[tuple[int, int]]:
+    return [span for _, span in hf.pre_tokenizer.pre_tokenize_str(text)]
+
+
+def _scanner_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of the pieces PAT_DEEPSEEK3's scanner cuts ``text`` into."""
+    from bpecore.pretokenize import DEEPSEEK3_PATTERN, split
+
+    spans, start = [], 0
+    for piece in split(DEEPSEEK3_PATTERN, text):
+        spans.append((start, start + len(piece)))
+        start += len(piece)
+    return spans
+
+
+def test_deepseek_scanner_pieces_equal_tokenizers(deepseek):
+    """The file is cut by the compiled scanner (PAT_DEEPSEEK3), into `tokenizers`' pieces on
+    64 KB of every corpus (the slow run: all of each) and on runs of one character."""
+    from bpecore.pretokenize import DEEPSEEK3_PATTERN, pattern_kind
+
+    enc, hf, _ = deepseek
+    assert enc._segment_core.kind == pattern_kind(DEEPSEEK3_PATTERN) == 8
+    assert enc._plain()._core.kind == 8
+    for name in CORPORA:
+        text = read_corpus(name)[: DEFAULT_BYTES * 4]
+        assert _scanner_spans(text) == _hf_spans(hf, text), name
+    for fill in ("a", " ", "1", "\u4e00", "\n", "\r\n", " 1", "\x00", "\u3040", ".", "\u30fb"):
+        text = fill * 3000
+        assert _scanner_spans(text) == _hf_spans(hf, text), repr(fill)
+        _check(deepseek, text)
+
+
+@pytest.mark.slow
+def test_deepseek_scanner_pieces_full_corpora(deepseek):
+    _, hf, _ = deepseek
+    for name in CORPORA:
+        text = read_corpus(name)
+        assert _scanner_spans(text) == _hf_spans(hf, text), name
+
+
+#: What DeepSeek V3's chain tells apart: digit runs of every kind, CJK ideographs and kana (with
+#: the set's unassigned code points, its mark U+3099 and its punctuation), letters and marks
+#: outside it, punctuation and symbols before letters, \r\n runs, whitespace before digits and CJK,
+#: characters of no class.
+_DEEPSEEK_ALPHABET = st.sampled_from(
+    ["a", "Z", "é", "\u0301", "\u20dd", "1", "234", "56789", "\u0661", "\u00b2", "\u3007",
+     "\u4e00", "\u9fa5", "\u9fa6", "\u3042", "\u30a2", "\u30fc", "\u3040", "\u3097",
+     "\u3099", "\u309b", "\u30fb", "\u3001", "\u3005", "\uac00", ".", ",", "-", "'", "$", "©",
+     "€", "\u2019", ".a", "(Ab", " ", "  ", "\t", "\u3000", "\xa0", "\n", "\r\n", "\n\n",
+     " \r\n ", " 1", "  2", " \u4e00", "\x00", "\x1c", "\u200d", "\ue000", "\U0001f600"]
+)  # fmt: skip
+_DEEPSEEK_TEXT = st.lists(_DEEPSEEK_ALPHABET, max_size=30).map("".join)
+
+
+@given(text=_DEEPSEEK_TEXT)
+def test_hyp_deepseek_scanner_equal_hf(deepseek, text):
+    _, hf, _ = deepseek
+    assert _scanner_spans(text) == _hf_spans(hf, text)
+    _check(deepseek, text)
+
+
+def test_deepseek_count_is_linear_on_runs(deepseek):
+    """count of 1 MB of one character (letter, space, digit, CJK) costs about 4x that of 256 KB
+    (thread CPU time, best of 3; within 8x, where quadratic would be 16x)."""
+    import time
+
+    enc = deepseek[0]
+    for fill in ("a", " ", "1", "\u4e00"):
+        times = []
+        for size in (1 << 18, 1 << 20):
+            text = fill * (size // len(fill.encode()))
+            best = float("inf")
+            for _ in range(3):
+                t = time.thread_time()
+                enc.count(text)
+                best = min(best, time.thread_time() - t)
+            times.append(best)
+        assert times[1] < max(8 * times[0], 0.05), (fill, times)
+
+
 # ------------------------------------------------------------------------------------ Qwen2 (real)
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -681,3 +761,40 @@ def test_unicode_tables_match_tokenizers():
 @pytest.mark.slow
 def test_unicode_tables_match_tokenizers_everywhere():
     _check_tables(_sample_code_points(True))
+
+
+def _check_scanner_classes(points: list[int]) -> None:
+    """The classes the compiled scanners read (both flag bytes of _unicode_tables.h, measured from
+    `regex`) are the ones `tokenizers`' Split regexes (Oniguruma) match: a ``Removed`` split by
+    each class removes exactly the code points the tables put in it."""
+    from bpecore import pretokenize
+    from bpecore.pretokenize import DEEPSEEK3_CJK
+
+    table, _ = pretokenize._flags_table()
+    table2, _ = pretokenize._flags2_table()
+    cjk = "[" + "".join(f"\\x{{{ord(c):x}}}" if c != "-" else c for c in DEEPSEEK3_CJK) + "]"
+    classes = [
+        (r"\p{L}", table, 0x1F),
+        (r"\p{M}", table, 0x20),
+        (r"\p{N}", table, 0x40),
+        (r"\s", table, 0x80),
+        (r"\p{P}", table2, 1),
+        (r"\p{S}", table2, 2),
+        (cjk, table2, 4),
+    ]
+    text = "".join(map(chr, points))
+    for prop, flags, bits in classes:
+        kept = set()
+        for _, (a, b) in pre_tokenizers.Split(Regex(prop), "removed").pre_tokenize_str(text):
+            kept.update(range(a, b))
+        removed = {cp for i, cp in enumerate(points) if i not in kept}
+        assert removed == {cp for cp in points if flags[cp] & bits}, prop
+
+
+def test_scanner_classes_match_tokenizers():
+    _check_scanner_classes(_sample_code_points(False))
+
+
+@pytest.mark.slow
+def test_scanner_classes_match_tokenizers_everywhere():
+    _check_scanner_classes(_sample_code_points(True))

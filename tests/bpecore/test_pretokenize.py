@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from bpecore import pretokenize
 from bpecore.pretokenize import (
     CL100K_PATTERN,
+    DEEPSEEK3_PATTERN,
     LLAMA3_PATTERN,
     O200K_PATTERN,
     QWEN2_PATTERN,
@@ -41,6 +42,7 @@ PATTERNS = {
     "llama3": LLAMA3_PATTERN,
     "qwen2": QWEN2_PATTERN,
     "tekken": TEKKEN_PATTERN,
+    "deepseek3": DEEPSEEK3_PATTERN,
 }
 PATTERN_PARAMS = [pytest.param(p, id=name) for name, p in PATTERNS.items()]
 
@@ -136,7 +138,7 @@ def assert_same_pieces(pattern: str, text: str) -> None:
 
 def test_pattern_kind():
     assert pattern_kind(CL100K_PATTERN) == pretokenize_kind("cl100k")
-    assert len({pattern_kind(p) for p in PATTERNS.values()}) == 6
+    assert len({pattern_kind(p) for p in PATTERNS.values()}) == 7
     assert pattern_kind(None) == 0
     assert pattern_kind(r"\w+|\s") == 1
     assert pattern_kind(CL100K_PATTERN + " ") == 1
@@ -144,7 +146,8 @@ def test_pattern_kind():
 
 
 def pretokenize_kind(name: str) -> int:
-    return {"cl100k": 2, "o200k": 3, "r50k": 4, "llama3": 5, "qwen2": 6, "tekken": 7}[name]
+    kinds = {"cl100k": 2, "o200k": 3, "r50k": 4, "llama3": 5, "qwen2": 6, "tekken": 7}
+    return {**kinds, "deepseek3": 8}[name]
 
 
 @pytest.mark.parametrize("name", PATTERNS)
@@ -471,3 +474,157 @@ def test_hyp_pieces_tile_text(pattern, text):
     assert "".join(pieces) == text and all(pieces)
     data = text.encode()
     assert piece_ends(pattern, data) == _piece_ends_one_by_one(pattern_kind(pattern), data)
+
+
+# --- DeepSeek V3 -------------------------------------------------------------------------------
+
+#: The characters DEEPSEEK3_PATTERN tells apart: ASCII and other letters, marks (one inside the
+#: CJK set: U+3099), digits of every kind, the CJK set's letters, punctuation and symbols and
+#: unassigned code points (U+3040, U+3097) and its edges (U+9FA5 in, U+9FA6 and U+4DFF out),
+#: Lm/Lo/N just outside it (U+3005, U+3007), \p{P} and \p{S} of every kind, every \s kind, and
+#: characters of no class (controls, \x1c, Cf, private use, unassigned).
+DEEPSEEK_ALPHABET = sorted(
+    set(
+        "aAzZ\u00e9\u01c5\u02b0\u05d0\u0627\uac00"
+        "\u0301\u0903\u20dd\u3099\u309a"
+        "0123456789\u0661\uff11\u00b2\u2160\u00bd\u3007"
+        "\u4e00\u4e2d\u9fa5\u9fa6\u4dff\u3041\u3042\u30a2\u30fc\u30ff\u3005\u3040\u3097\u3098"
+        "\u309b\u30a0\u30fb\u3001\u300c"
+        ".,;:!?\"()-_/\\@#$%&*+=<>[]{}|~^`'\u00a7\u2014\u20ac\u00a9\u00ac\u00b4\u2019"
+        "\t\n\r\x0b\x0c \x85\xa0\u1680\u2028\u3000"
+        "\x00\x1c\x7f\u200d\u00ad\ue000\U000e0080\U0001f600"
+    )
+)
+DEEPSEEK_CHUNKS = [
+    "1234567",
+    " 12",
+    "  3",
+    "\n4",
+    " \u4e00",
+    "  \u3042\u3044",
+    "\r\n\r\n",
+    "\n\r\n ",
+    " \n \n",
+    ".a",
+    "-Ab",
+    "(\u00e9",
+    ". ",
+    " .",
+    " .\n",
+    "!?\r\n",
+    "a\u0301b",
+    "\u3040\u3042",
+    "\x00a",
+    "\x00\x00",
+    "\u200d\u4e00",
+    "\u3099\u3042",
+    "\u30fb\u30fb",
+    "\u3001x",
+]
+deepseek_text = st.lists(
+    st.one_of(st.sampled_from(DEEPSEEK_ALPHABET), st.sampled_from(DEEPSEEK_CHUNKS)), max_size=60
+).map("".join)
+deepseek_runs = st.lists(
+    st.tuples(st.sampled_from(DEEPSEEK_ALPHABET + DEEPSEEK_CHUNKS), st.integers(1, 12)), max_size=10
+).map(lambda runs: "".join(ch * k for ch, k in runs))
+
+DEEPSEEK_HARD = [
+    "Hello, world!\n",
+    "  1 22 333 4444",
+    "\u4e2d\u6587 text \u65e5\u672c\u8a9e\u3002",
+    "x\u3000\u3000\u4e00",
+    ".Hello .Hello ..Hello",
+    "(\u00e9t\u00e9)",
+    " \u00a9\u00a9\n\n",
+    "\x00\x00\x00a",
+    "\x00\u4e00",
+    "\u3040\u3040\u3042",
+    "\u3040\u3040a",
+    "\u3099\u3099",
+    "\u30a0\u30fb\u309b\u3042",
+    "\u3005\u3005\u4e00",
+    "a \n\n  1",
+    "\n  \u4e00",
+    "\t\u4e00",
+    "\u200d\u200d\u200d",
+    "\ue000\u0301",
+    " \u0301\u0301",
+    "\r\n\r\n  \r\n\t",
+]
+
+
+@pytest.mark.parametrize("text", DEEPSEEK_HARD)
+def test_deepseek_hard_case(text):
+    assert_same_pieces(DEEPSEEK3_PATTERN, text)
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        pytest.param(lambda c: f"{c}{c}a{c}1", id="c-c-a-c-digit"),
+        pytest.param(lambda c: f" {c}\u4e00{c} ", id="space-c-cjk-c", marks=pytest.mark.slow),
+        pytest.param(lambda c: f"\u3040{c}.{c}\n", id="kana-gap-c-dot-c", marks=pytest.mark.slow),
+    ],
+)
+def test_deepseek_every_code_point_in_context(context):
+    assert_same_pieces(DEEPSEEK3_PATTERN, "".join(map(context, CODE_POINTS)))
+
+
+def test_deepseek_every_short_text():
+    """Every text of up to 3 characters over one character of each class the scanner tells apart."""
+    alphabet = "a.\u3042\u30fb\u3040\x00 \n1\u0301\u3099"
+    texts = [""]
+    for _ in range(3):
+        texts = [t + c for t in texts for c in alphabet]
+        for text in texts:
+            assert split(DEEPSEEK3_PATTERN, text) == regex.findall(DEEPSEEK3_PATTERN, text)
+
+
+def test_deepseek_second_flag_byte_every_code_point():
+    """\\p{P}, \\p{S} and the CJK set of every code point equal what `regex` matches."""
+    text = "".join(CODE_POINTS)
+    expected = bytearray(0x110000)
+    properties = [r"\p{P}", r"\p{S}", f"[{pretokenize.DEEPSEEK3_CJK}]"]
+    for bit, prop in enumerate(properties):
+        for m in regex.finditer(prop + "+", text):
+            for ch in m.group():
+                expected[ord(ch)] |= 1 << bit
+    table, ascii_table = pretokenize._flags2_table()
+    assert table == bytes(expected)
+    assert ascii_table == table[:128]
+
+
+@pytest.mark.parametrize("fill", ["a", " ", "1", "\u4e00", "\n", ".", "\x00", "\u3040"])
+def test_deepseek_linear_on_runs(fill):
+    """1 MB of one character is cut in time linear in its length (thread CPU time of 1 MB within
+    8x that of 256 KB: 4x is linear, 16x quadratic), into the pieces `regex` cuts."""
+    import time
+
+    def cut_time(size: int) -> float:
+        data = (fill * (size // len(fill.encode()))).encode()
+        best = float("inf")
+        for _ in range(3):
+            t = time.thread_time()
+            pretokenize._count_pieces(pattern_kind(DEEPSEEK3_PATTERN), data)
+            best = min(best, time.thread_time() - t)
+        return best
+
+    small, large = cut_time(1 << 18), cut_time(1 << 20)
+    assert large < max(8 * small, 0.02), (small, large)
+    text = fill * ((1 << 20) // len(fill.encode()))
+    assert split(DEEPSEEK3_PATTERN, text) == regex.findall(DEEPSEEK3_PATTERN, text)
+
+
+@_many()
+@given(text=deepseek_text)
+@example(text="\u3040\u3040\u3042")
+def test_hyp_deepseek_text_matches_regex(text):
+    assert split(DEEPSEEK3_PATTERN, text) == regex.findall(DEEPSEEK3_PATTERN, text)
+
+
+@_many()
+@given(text=deepseek_runs)
+def test_hyp_deepseek_runs_match_regex(text):
+    data = text.encode()
+    assert split(DEEPSEEK3_PATTERN, text) == regex.findall(DEEPSEEK3_PATTERN, text)
+    assert piece_ends(DEEPSEEK3_PATTERN, data) == _piece_ends_one_by_one(8, data)
