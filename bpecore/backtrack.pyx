@@ -751,7 +751,7 @@ cdef class BacktrackEncoder:
         cdef vector[Py_ssize_t] ends
         cdef vector[uint32_t] out
         cdef vector[uint8_t] buf
-        cdef CacheTable table = self.piece_cache.get(len(text))   # held for the call: set_cache_size may replace it
+        cdef CacheTable table = self.piece_cache.get()   # held for the call: set_cache_size may replace it
         text_utf8(self, text, &s, &n, ends, buf)
         with nogil:
             out.reserve(n // 3 + 16)
@@ -766,7 +766,7 @@ cdef class BacktrackEncoder:
         cdef vector[uint32_t] out
         cdef const uint32_t* id_map = self.vocab.ids.data() if self.vocab.ids.size() else NULL
         cdef vector[uint8_t] buf
-        cdef CacheTable table = self.piece_cache.get(len(text))   # held for the call: set_cache_size may replace it
+        cdef CacheTable table = self.piece_cache.get()   # held for the call: set_cache_size may replace it
         text_utf8(self, text, &s, &n, ends, buf)
         with nogil:
             out.reserve(n // 3 + 16)
@@ -786,7 +786,7 @@ cdef class BacktrackEncoder:
         cdef vector[Py_ssize_t] ends
         cdef vector[uint32_t] scratch
         cdef vector[uint8_t] buf
-        cdef CacheTable table = self.piece_cache.get(len(text))   # held for the call: set_cache_size may replace it
+        cdef CacheTable table = self.piece_cache.get()   # held for the call: set_cache_size may replace it
         text_utf8(self, text, &s, &n, ends, buf)
         with nogil:
             total = encode_text(&self.vocab.view, self.kind, s, n, ends, scratch, True, table.ptr)

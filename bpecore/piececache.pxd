@@ -8,7 +8,6 @@ cdef class CacheTable:
     cdef readonly object max_bytes  #: the cap it was made for (its size is ptr.nslots * 64, at most this)
 
     cdef bint crowded(self)         #: over half full and below its cap
-    cdef bint short_for(self, Py_ssize_t chars)   #: smaller than a text of ``chars`` characters asks for
 
 
 cdef class PieceCache:
@@ -19,4 +18,4 @@ cdef class PieceCache:
     cdef public object own          #: this encoder's own cap (resize), or None: the global one
     cdef object __weakref__
 
-    cdef CacheTable get(self, Py_ssize_t chars=*)   #: the table for a call on ``chars`` characters, made or enlarged now if needed
+    cdef CacheTable get(self)       #: the table, made now if there is none

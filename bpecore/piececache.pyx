@@ -11,10 +11,8 @@ the same bytes, and the key is compared in full.
 
 Memory: at most ``get_cache_size()`` bytes per encoder (64 per slot). A table is zeroed when it
 is made (one that faulted its pages in as slots filled made its first calls slower than no cache
-at all): the encoder's first call makes one of START_BYTES, or of one byte per character of its
-text when that is more (a power of two, within the cap: the zeroing stays a small part of the
-call), and a call that finds it over half full makes one GROWTH times larger (or one for its
-text, if larger), up to the cap, and carries its entries over (learning them
+at all): the encoder's first call makes one of START_BYTES, and a call that finds it over half
+full makes one GROWTH times larger, up to the cap, and carries its entries over (learning them
 again cost the calls after each growth: docs/perf/backtrack.md, piece cache, step 6). An encoder
 never used takes none.
 Settings: the environment variable BPECORE_PIECE_CACHE (bytes, with an optional K/M/G suffix;
@@ -41,10 +39,8 @@ DEFAULT_CACHE_BYTES = 4 << 20
 SLOT_BYTES = 64
 #: A new table's size: small, so that an encoder's first call does not zero its whole cap.
 START_BYTES = 64 << 10
-#: A table over half full is replaced by one this many times larger (its entries carried over),
-#: up to the cap.
+#: A table over half full is replaced by one this many times larger (empty), up to the cap.
 GROWTH = 8
-cdef uint64_t _START = START_BYTES
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -93,10 +89,6 @@ cdef class CacheTable:
         return (self.ptr != NULL and bpe_cache_entries(self.ptr) * 2 > self.ptr.nslots
                 and self.ptr.nslots * SLOT_BYTES * 2 <= self.max_bytes)
 
-    cdef bint short_for(self, Py_ssize_t chars):
-        """Smaller than table_bytes(chars, cap): a text longer than the table it would fill."""
-        return self.ptr != NULL and self.ptr.nslots * SLOT_BYTES < table_bytes(chars, self.max_bytes)
-
     def __dealloc__(self):
         bpe_cache_free(self.ptr)
         self.ptr = NULL
@@ -111,19 +103,6 @@ cdef class CacheTable:
             "hits": bpe_cache_hits(self.ptr),
             "misses": bpe_cache_misses(self.ptr),
         }
-
-
-cdef inline uint64_t table_bytes(Py_ssize_t chars, object cap):
-    """The table a text of ``chars`` characters asks for: the power of two >= chars (one byte per
-    character), at most the largest one within ``cap``; 0 when that is not over START_BYTES."""
-    cdef uint64_t size = _START
-    if chars <= <Py_ssize_t>_START:
-        return 0
-    while size < <uint64_t>chars:
-        size <<= 1
-    while size > _START and size > cap:
-        size >>= 1
-    return size if size > _START else 0
 
 
 cdef void carry_over(BpeCacheTable* dst, const BpeCacheTable* src) noexcept nogil:
@@ -152,20 +131,16 @@ cdef class PieceCache:
         with _lock:
             _caches.add(self)
 
-    cdef CacheTable get(self, Py_ssize_t chars=0):
+    cdef CacheTable get(self):
         cdef CacheTable table = self.table, old
-        cdef uint64_t size
-        if table is None or table.crowded() or table.short_for(chars):
+        if table is None or table.crowded():
             with _lock:
                 table = self.table
                 if table is None:
-                    cap = _size if self.own is None else self.own
-                    table = CacheTable(cap, max(START_BYTES, table_bytes(chars, cap)))
-                elif table.crowded() or table.short_for(chars):
+                    table = CacheTable(_size if self.own is None else self.own, START_BYTES)
+                elif table.crowded():
                     old = table
-                    size = old.ptr.nslots * SLOT_BYTES
-                    size = max(size * GROWTH if old.crowded() else size, table_bytes(chars, old.max_bytes))
-                    table = CacheTable(old.max_bytes, size)
+                    table = CacheTable(old.max_bytes, old.ptr.nslots * SLOT_BYTES * GROWTH)
                     with nogil:
                         carry_over(table.ptr, old.ptr)
                 self.table = table
