@@ -130,6 +130,24 @@ static inline void bpe_cache_put(BpeCacheTable* t, uint64_t h, const uint8_t* p,
     s->seq.store(seq + 2, std::memory_order_release);
 }
 
+// Copy slot i of t into key (BPE_CACHE_KEY bytes) and, when it has them, its ids; returns the
+// piece's length, or 0 for an empty slot or one being written (a torn copy is dropped, as in
+// bpe_cache_get). For carrying a table's entries into a larger one (piececache.pyx).
+static inline int bpe_cache_read_slot(const BpeCacheTable* t, uint64_t i, uint8_t* key,
+                                      uint32_t* ids, int* ntok, int* has_ids) {
+    const BpeCacheSlot* s = t->slots + i;
+    uint32_t seq = s->seq.load(std::memory_order_acquire);
+    if (seq & 1) return 0;
+    int n = s->len;
+    std::memcpy(key, s->key, BPE_CACHE_KEY);
+    std::memcpy(ids, s->ids, sizeof(uint32_t) * BPE_CACHE_IDS);
+    *ntok = s->ntok;
+    *has_ids = s->has_ids;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s->seq.load(std::memory_order_relaxed) != seq) return 0;
+    return n;
+}
+
 // Slots in use: slots are filled, never emptied, so this is how many were first filled.
 static inline uint64_t bpe_cache_entries(const BpeCacheTable* t) {
     return t->inserts.load(std::memory_order_relaxed);

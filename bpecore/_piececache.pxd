@@ -15,6 +15,8 @@ cdef extern from "bpecore/_piececache.h" nogil:
     const BpeCacheSlot* bpe_cache_bucket(const BpeCacheTable* t, uint64_t h)
     int bpe_cache_get(const BpeCacheTable* t, uint64_t h, const uint8_t* p, int n, uint32_t* ids)
     void bpe_cache_put(BpeCacheTable* t, uint64_t h, const uint8_t* p, int n, const uint32_t* ids, int ntok)
+    int bpe_cache_read_slot(const BpeCacheTable* t, uint64_t i, uint8_t* key, uint32_t* ids, int* ntok,
+                            int* has_ids)
     uint64_t bpe_cache_entries(const BpeCacheTable* t)
     void bpe_cache_count(BpeCacheTable* t, uint64_t hits, uint64_t misses)
     uint64_t bpe_cache_hits "bpe_cache_stat_hits"(const BpeCacheTable* t)

@@ -12,8 +12,9 @@ the same bytes, and the key is compared in full.
 Memory: at most ``get_cache_size()`` bytes per encoder (64 per slot). A table is zeroed when it
 is made (one that faulted its pages in as slots filled made its first calls slower than no cache
 at all): the encoder's first call makes one of START_BYTES, and a call that finds it over half
-full makes one GROWTH times larger, up to the cap (the entries are learnt again). An encoder never
-used takes none.
+full makes one GROWTH times larger, up to the cap, and carries its entries over (learning them
+again cost the calls after each growth: docs/perf/backtrack.md, piece cache, step 6). An encoder
+never used takes none.
 Settings: the environment variable BPECORE_PIECE_CACHE (bytes, with an optional K/M/G suffix;
 0 turns the cache off) read at import, or ``set_cache_size`` at any time (it replaces every live
 encoder's table; calls under way finish on the old one).
@@ -23,9 +24,13 @@ import os
 import threading
 import weakref
 
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
+
 from bpecore._piececache cimport (
-    BpeCacheTable, bpe_cache_entries, bpe_cache_free, bpe_cache_hits, bpe_cache_misses, bpe_cache_new,
+    BPE_CACHE_IDS, BPE_CACHE_KEY, BpeCacheTable, bpe_cache_entries, bpe_cache_free, bpe_cache_hits,
+    bpe_cache_misses, bpe_cache_new, bpe_cache_put, bpe_cache_read_slot,
 )
+from bpecore.vocab cimport load_head, piece_hash
 
 #: Per-encoder cap when BPECORE_PIECE_CACHE is not set: 65,536 slots (the English, code and
 #: multilingual corpora, 3 MB, fill 23,000 of them).
@@ -100,6 +105,21 @@ cdef class CacheTable:
         }
 
 
+cdef void carry_over(BpeCacheTable* dst, const BpeCacheTable* src) noexcept nogil:
+    """Put every entry of ``src`` into ``dst`` (a larger table of the same encoder), under the hash
+    encode_text gives the piece (vocab.pxd's piece_hash); ``src`` may be in use meanwhile."""
+    cdef uint8_t key[BPE_CACHE_KEY]
+    cdef uint32_t ids[BPE_CACHE_IDS]
+    cdef int n, ntok, has_ids
+    cdef uint64_t i
+    cdef const uint32_t* given
+    for i in range(src.nslots):
+        n = bpe_cache_read_slot(src, i, key, ids, &ntok, &has_ids)
+        if n:
+            given = &ids[0] if has_ids else NULL
+            bpe_cache_put(dst, piece_hash(key, n, load_head(key, n)), key, n, given, ntok)
+
+
 cdef class PieceCache:
     """An encoder's piece cache, registered for cache_info and set_cache_size; its table is made
     (and zeroed) by the first call that uses it."""
@@ -112,14 +132,17 @@ cdef class PieceCache:
             _caches.add(self)
 
     cdef CacheTable get(self):
-        cdef CacheTable table = self.table
+        cdef CacheTable table = self.table, old
         if table is None or table.crowded():
             with _lock:
                 table = self.table
                 if table is None:
                     table = CacheTable(_size if self.own is None else self.own, START_BYTES)
                 elif table.crowded():
-                    table = CacheTable(table.max_bytes, table.ptr.nslots * SLOT_BYTES * GROWTH)
+                    old = table
+                    table = CacheTable(old.max_bytes, old.ptr.nslots * SLOT_BYTES * GROWTH)
+                    with nogil:
+                        carry_over(table.ptr, old.ptr)
                 self.table = table
         return table
 

@@ -485,18 +485,19 @@ cdef Py_ssize_t tekken_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexc
 cdef inline Py_ssize_t cl100k_ascii_word(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
     """cl100k_end for the commonest pieces, ASCII words: an ASCII letter, or an ASCII character
     that is not a letter, digit, ', \\r or \\n then an ASCII letter; then \\p{L}++. -1 for any
-    other start (Performance notes, step 8)."""
+    other start (Performance notes, step 8). One call of run_any, so gcc inlines it once (step 10)."""
     cdef uint32_t c = s[pos]
+    cdef Py_ssize_t i = pos + 1
     if c >= 0x80:
         return -1
-    if BPE_UT_ASCII[c] & F_L:
-        return run_any(s, n, pos + 1, F_L)
-    if (BPE_UT_ASCII[c] & BPE_UT_N) or c == 0x27 or c == 0x0A or c == 0x0D or pos + 1 >= n:
-        return -1
-    c = s[pos + 1]
-    if c < 0x80 and (BPE_UT_ASCII[c] & F_L):
-        return run_any(s, n, pos + 2, F_L)
-    return -1
+    if not (BPE_UT_ASCII[c] & F_L):
+        if (BPE_UT_ASCII[c] & BPE_UT_N) or c == 0x27 or c == 0x0A or c == 0x0D or i >= n:
+            return -1
+        c = s[i]
+        if c >= 0x80 or not (BPE_UT_ASCII[c] & F_L):
+            return -1
+        i += 1
+    return run_any(s, n, i, F_L)
 
 
 cdef uint8_t O200K_CLASS[256]    #: 0 other ASCII ([^\\r\\n\\p{L}\\p{N}]), 1 [a-z], 2 [A-Z], 3 anything else
@@ -626,6 +627,62 @@ cdef inline Py_ssize_t o200k_ascii_other(const uint8_t* s, Py_ssize_t n, Py_ssiz
     if i == n or last == pos:
         return i
     return last
+
+
+cdef inline Py_ssize_t cl100k_ascii_other(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """cl100k_end for the pieces cl100k_ascii_word leaves, when every character that decides them
+    is ASCII: contractions, digits (\\p{N}{1,3}+), punctuation runs ( ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+)
+    and whitespace runs (\\s++$, \\s*[\\r\\n], \\s+(?!\\S), \\s+), classified by O200K_KIND. -1
+    when a byte it must classify belongs to a multi-byte character, or when a punctuation or
+    space character is followed by a letter. o200k_ascii_other's twin (Performance notes, step 10)."""
+    cdef uint8_t k0 = O200K_KIND[s[pos]], k1 = K_NEWLINE, k
+    cdef Py_ssize_t i = pos + 1, last = pos, newline = -1
+    if k0 == K_DIGIT:
+        while i < n and i < pos + 3:
+            k = O200K_KIND[s[i]]
+            if k == K_WIDE:
+                return -1
+            if k != K_DIGIT:
+                break
+            i += 1
+        return i
+    if k0 == K_WIDE or k0 == K_LOWER or k0 == K_UPPER:
+        return -1
+    if s[pos] == 0x27:
+        i = contraction_end(s, n, pos, True)
+        if i >= 0:
+            return i
+        i = pos + 1
+    if i < n:
+        k1 = O200K_KIND[s[i]]
+    if k0 != K_NEWLINE and (k1 == K_LOWER or k1 == K_UPPER or k1 == K_WIDE):
+        return -1
+    if k0 == K_PUNCT or (s[pos] == 0x20 and k1 == K_PUNCT):
+        if k0 != K_PUNCT:
+            i += 1
+        while i < n and O200K_KIND[s[i]] == K_PUNCT:
+            i += 1
+        if i < n and O200K_KIND[s[i]] == K_WIDE:
+            return -1
+        return newlines_end(s, n, i, False)
+    i = pos
+    while i < n:
+        k = O200K_KIND[s[i]]
+        if k == K_NEWLINE:
+            newline = i + 1
+        elif k != K_SPACE:
+            if k == K_WIDE:
+                return -1
+            break
+        last = i
+        i += 1
+    if i == n:
+        return n
+    if newline >= 0:
+        return newline
+    if last > pos:
+        return last
+    return i
 
 
 # The open-model kinds (Llama 3's and Qwen2's strings, Tekken) have their own copies of the ASCII
@@ -929,6 +986,8 @@ cdef Py_ssize_t next_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssiz
     cdef Py_ssize_t e
     if kind == PAT_CL100K:
         e = cl100k_ascii_word(s, n, pos)
+        if e < 0:
+            e = cl100k_ascii_other(s, n, pos)
         return e if e >= 0 else cl100k_end(s, n, pos)
     if kind == PAT_O200K:
         e = o200k_ascii_word(s, n, pos)
@@ -958,6 +1017,8 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
     elif kind == PAT_CL100K:
         while j < k and pos < n:
             e = cl100k_ascii_word(s, n, pos)
+            if e < 0:
+                e = cl100k_ascii_other(s, n, pos)
             pos = e if e >= 0 else cl100k_end(s, n, pos)
             ends[j] = pos
             j += 1

@@ -235,3 +235,29 @@ def test_table_grows_to_its_cap():
         assert info["bytes"] <= cap
         sizes.add(info["bytes"])
     assert max(sizes) == cap and len(sizes) >= 3  # 64 KB, 512 KB, then the 1 MB cap
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_growth_carries_entries_over(name):
+    """A table replaced by a larger one hands its entries on: the next call finds the pieces the
+    small table had learnt (far fewer misses than a new empty table) and answers as the cache off
+    does."""
+    enc, off = twin(name, 1 << 20), twin(name, 0)
+    text = read_corpus("multilingual")[:100_000]
+    enc.count(text)  # fills the START_BYTES table over half
+    small = enc._core.piece_cache.info()
+    assert small["bytes"] == piececache.START_BYTES
+    assert small["entries"] * 2 > small["bytes"] // piececache.SLOT_BYTES
+    assert enc.count("x") == 1  # this call makes the larger table
+    grown = enc._core.piece_cache.info()
+    assert grown["bytes"] == piececache.START_BYTES * piececache.GROWTH
+    assert grown["entries"] >= 0.95 * small["entries"]
+    assert grown["hits"] == grown["misses"] == 0  # counters are per table
+    part = text[-20_000:]  # the latest pieces: still in the small table
+    assert enc.count(part) == off.count(part)
+    carried = enc._core.piece_cache.info()["misses"]
+    enc._core.piece_cache.clear()
+    assert enc.count(part) == off.count(part)
+    fresh = enc._core.piece_cache.info()["misses"]
+    assert carried * 2 < fresh, (carried, fresh)
+    assert enc.encode_ordinary(part) == off.encode_ordinary(part)
