@@ -10,7 +10,7 @@ import struct
 import pytest
 
 import bpecore
-from bpecore.gguf import PRE_TOKENIZERS, load_gguf, read_metadata
+from bpecore.gguf import IGNORE_MERGES, NORMALIZERS, PRE_TOKENIZERS, load_gguf, read_metadata
 from tests.conftest import CORPORA, read_corpus
 
 tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers is the reference")
@@ -77,6 +77,8 @@ def trio(request, tmp_path_factory):
     directory = tmp_path_factory.mktemp(f"gguf-{pre}")
     doc0 = json.loads(tokenizers.Tokenizer(models.BPE()).to_str())
     doc0["pre_tokenizer"] = PRE_TOKENIZERS[pre]
+    doc0["normalizer"] = NORMALIZERS.get(pre)
+    doc0["model"]["ignore_merges"] = pre in IGNORE_MERGES
     tok = tokenizers.Tokenizer.from_str(json.dumps(doc0))
     trainer = trainers.BpeTrainer(
         vocab_size=500, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
@@ -152,7 +154,7 @@ def test_absurd_headers_are_refused_without_allocating(tmp_path, data, message):
 def _tokenizer_file(tmp_path, **change):
     pairs = {
         "tokenizer.ggml.model": (STRING, "gpt2"),
-        "tokenizer.ggml.pre": (STRING, "deepseek-llm"),
+        "tokenizer.ggml.pre": (STRING, "chatglm-bpe"),
         "tokenizer.ggml.tokens": (ARRAY, (STRING, ["a"])),
         "tokenizer.ggml.merges": (ARRAY, (STRING, [])),
     }
@@ -163,15 +165,19 @@ def _tokenizer_file(tmp_path, **change):
 
 
 def test_unknown_pre_tokenizer_is_named(tmp_path):
-    with pytest.raises(bpecore.VocabError, match="pre-tokenizer 'deepseek-llm'"):
+    with pytest.raises(bpecore.VocabError, match="pre-tokenizer 'chatglm-bpe'"):
         load_gguf(_tokenizer_file(tmp_path))
+    with pytest.raises(bpecore.VocabError, match="pre-tokenizer 'viking'"):
+        load_gguf(_tokenizer_file(tmp_path), pre="viking")
     with pytest.raises(bpecore.VocabError, match="pre-tokenizer 7 "):
         load_gguf(_tokenizer_file(tmp_path, **{"tokenizer.ggml.pre": (U32, 7)}))
     path = _tokenizer_file(tmp_path)
     data = path.read_bytes().replace(b"tokenizer.ggml.pre", b"tokenizer.ggml.xyz")
     path.write_bytes(data)
-    with pytest.raises(bpecore.VocabError, match="pre-tokenizer None"):
+    with pytest.raises(bpecore.VocabError, match="pre-tokenizer None .* can be given pre=NAME"):
         load_gguf(path)
+    with pytest.raises(bpecore.VocabError, match="for byte 0x80"):  # past the pre-tokenizer
+        load_gguf(path, pre="gpt-2")
 
 
 def test_sentencepiece_model_is_refused(tmp_path):
