@@ -31,7 +31,7 @@ import struct
 from typing import Any, BinaryIO
 
 from bpecore.encoding import Encoding
-from bpecore.load import VocabError
+from bpecore.load import VocabError, bytes_to_unicode
 from bpecore.pretokenize import O200K_PATTERN
 
 _LLAMA3 = (
@@ -298,6 +298,40 @@ def gguf_tokenizer_json(
     }
 
 
+def _ranked_by_id(meta: dict[str, Any], doc: dict, name: str, source: str) -> Encoding | None:
+    """Llama 3's vocabulary (``ignore_merges``; tokens ranked before a part they merge from, and
+    tokens BPE never forms): ids are the ranks when the merges form the tokens in id order, so
+    it becomes ``bpecore.llama``'s reordered vocab with a whole-piece table, compiled and exact
+    as ``load_llama``'s. None when that does not hold (non-special added tokens, a normalizer,
+    merges out of id order): the file then goes through ``bpecore.hf``."""
+    from bpecore.llama import _reranked, _whole_piece_encoding
+
+    pre = doc["pre_tokenizer"]
+    stages = pre.get("pretokenizers") or []
+    if doc["normalizer"] is not None or len(stages) != 2 or stages[0].get("type") != "Split":
+        return None
+    if any(not a["special"] for a in doc["added_tokens"]):
+        return None
+    vocab: dict[str, int] = doc["model"]["vocab"]
+    formed: dict[int, None] = {}
+    for merge in doc["model"]["merges"]:
+        tid = vocab.get(merge.replace(" ", "", 1))
+        if tid is None:
+            return None
+        formed.setdefault(tid)
+    order = list(formed)
+    if any(a > b for a, b in zip(order, order[1:])):
+        return None
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    try:
+        ranks = {bytes(byte_of[c] for c in token): tid for token, tid in vocab.items()}
+    except KeyError:
+        return None
+    core, whole = _reranked(ranks, source)
+    specials = {a["content"]: a["id"] for a in doc["added_tokens"]}
+    return _whole_piece_encoding(name, core, stages[0]["pattern"]["Regex"], specials, whole)
+
+
 def load_gguf(
     path: str | os.PathLike, *, name: str | None = None, pre: str | None = None
 ) -> Encoding:
@@ -318,7 +352,11 @@ def load_gguf(
         name = general if isinstance(general, str) and general else None
         name = name or os.path.basename(source).split(".")[0]
     try:
-        enc = _build(doc, name, source)
+        enc = None
+        if (pre or meta.get("tokenizer.ggml.pre")) in IGNORE_MERGES:
+            enc = _ranked_by_id(meta, doc, name, source)
+        if enc is None:
+            enc = _build(doc, name, source)
     except (TypeError, AttributeError, KeyError, IndexError) as e:
         raise VocabError(f"{source}: malformed tokenizer metadata: {type(e).__name__}: {e}") from e
     digest = hashlib.sha256()
