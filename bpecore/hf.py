@@ -444,10 +444,17 @@ def _behavior(pre: dict, source: str) -> str:
     return behavior
 
 
+#: Patterns rewritten to match alike in linear time. DeepSeek LLM's ``\s+$`` retries its
+#: whitespace run from every position of a run that does not end the piece (1 MB of spaces then
+#: a digit: hours); a match can only start where no whitespace precedes, which the lookbehind
+#: checks at once, so every run is read once.
+_LINEAR = {r"\s+$": r"(?<!\s)\s+$"}
+
+
 def _split_regex(pre: dict, source: str) -> regex.Pattern:
     pattern = pre.get("pattern")
     if isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
-        text = pattern["Regex"]
+        text = _LINEAR.get(pattern["Regex"], pattern["Regex"])
     elif isinstance(pattern, dict) and isinstance(pattern.get("String"), str):
         if not pattern["String"]:
             return regex.compile(r"(?!)")  # an empty string pattern matches nothing

@@ -6,6 +6,7 @@ import json
 import os
 import pickle
 import struct
+import time
 
 import pytest
 from hypothesis import given
@@ -243,3 +244,20 @@ def test_dropped_characters_weigh_nothing(lacking):
     assert enc.split_at(text, enc.count(text)) == len(text)
     assert enc.split_at_end(text, 0) == len(text)
     assert enc.max_token_value == max(json.loads(tok.to_str())["model"]["vocab"].values())
+
+
+def test_linear_on_runs(trio):
+    """50 KB vs 200 KB of spaces ending in a digit (DeepSeek LLM's ``\\s+$`` stage retried its
+    run from every position: quadratic) and of one letter: CPU time about 4x, never 16x."""
+    enc, _, _ = trio
+    for unit, end in ((" ", "1"), ("a", "")):
+        times = []
+        for n in (50_000, 200_000):
+            text = unit * n + end
+            best = float("inf")
+            for _ in range(2):
+                start = time.process_time()
+                enc.count(text)
+                best = min(best, time.process_time() - start)
+            times.append(max(best, 1e-4))
+        assert times[1] / times[0] < 10, (enc.name, unit, times)
