@@ -32,6 +32,9 @@ import importlib.util
 import os
 import re
 
+import regex
+
+from bpecore.backtrack import BacktrackEncoder
 from bpecore.encoding import Encoding, _RecountingCounter, _valid
 from bpecore.load import VocabError, parse_tiktoken, read_file, tiktoken_vocab
 from bpecore.pretokenize import LLAMA3_PATTERN, O200K_PATTERN
@@ -262,9 +265,30 @@ class WholePieceEncoding(Encoding):
         window = text[: self._byte_window(text, n)]
         if not self._spells_whole(window):
             return super().split_at(window, n)
-        from bpecore.hf import longest_prefix_within
+        from bpecore.hf import longest_prefix_by_horizon
 
-        return longest_prefix_within(self, window, n)
+        return longest_prefix_by_horizon([self._stage()], window, n, self._count_from)
+
+    def _stage(self):
+        """The pattern as a pipeline stage (one Isolated split), for the horizon ``split_at``."""
+        stage = self.__dict__.get("_split_stage")
+        if stage is None:
+            from bpecore.hf import _split_stage
+
+            stage = self.__dict__["_split_stage"] = _split_stage(
+                regex.compile(self.pattern), "Isolated", False
+            )
+        return stage
+
+    def _count_from(self, first: int, text: str, limit: int) -> int | None:
+        """``text`` counted through the pattern (``first`` 0) or as one piece (1), None once
+        past ``limit``: a whole-piece token is looked up before BPE in both."""
+        if first == 0:
+            return self.count_till_limit(text, limit)
+        core = self.__dict__.get("_piece_core")
+        if core is None:
+            core = self.__dict__["_piece_core"] = BacktrackEncoder(self._vocab, None)
+        return core.count_till_limit(text, limit)
 
     def split_at_end(self, text: str, n: int) -> int:
         if n < 0:
