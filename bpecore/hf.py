@@ -35,20 +35,31 @@ path"). A text "left alone" (no added token's text in it, and only characters th
 can change in no slice: ASCII, or inert under its Unicode forms) under a one-regex
 pre-tokenizer is the plain encoding's text, so ``interval_counter`` (and ``split_at`` /
 ``split_at_end`` when the pattern has a compiled scanner) hand it to the compiled operations.
-Anything else takes the slower exact path, from the definitions:
-- ``split_at`` / ``split_at_end``: one token stands for at most ``max_token_len`` bytes of the
-  normalized text, and a normalizer made of Unicode forms keeps at least one byte per ASCII
-  character and a quarter of any other's bytes, so only the prefixes (suffixes) within ``n``
-  tokens' worth of input can fit; they are tried from the longest down with
-  ``count_till_limit`` (pipeline stages run lazily and stop soon after ``n``) and the first
-  that fits is the answer. Cost about (``n`` x 128 bytes) candidates x ``n`` tokens' worth of
-  text each: ~5 s for ``n`` = 100 on DeepSeek's file, quadratic in ``n``. A pipeline that can
-  drop text (Replace, a ``Removed`` split, added tokens that strip) has no such bound: every
-  prefix is a candidate;
+``split_at`` / ``split_at_end`` of any other text with no added token's text in it and no
+character the normalizer could change take one pass over the pre-tokenizer's stages
+(``longest_prefix_by_horizon``, ``shortest_suffix_by_horizon``; a one-regex file as the stages
+it was derived from): the leading stages that cut a prefix or suffix where they cut the text
+(one character class or a run of it: Digits, Punctuation, ``[\r\n]``, CJK runs), then for the
+next stage the read horizon of each regex attempt (``_Reach``) or, for suffixes, the attempt at
+every position, with the pieces' counts summed. About 10-20 ms for ``n`` = 1000 on 50 KB of
+DeepSeek-Coder-, Falcon- or StarCoder-style chains (docs/perf/hf.md); a run of one class inside
+the ``n`` tokens' window is re-read per candidate (quadratic in that run). Anything else takes
+the slower exact path, from the definitions:
+- ``split_at`` / ``split_at_end`` of a text the normalizer changes or with an added token's text
+  in it (and ``split_at_end`` past the cut stages of one ``_Reach`` does not read: lookbehind,
+  anchors, a prefix-space ByteLevel with its regex; ``split_at`` counts such a stage's
+  candidates from the start of their cut piece): one token stands for at most ``max_token_len`` bytes of the normalized text, and
+  a normalizer made of Unicode forms keeps at least one byte per ASCII character and a quarter
+  of any other's bytes, so only the prefixes (suffixes) within ``n`` tokens' worth of input can
+  fit; they are tried from the longest down with ``count_till_limit`` (pipeline stages run
+  lazily and stop soon after ``n``) and the first that fits is the answer. Cost about (``n`` x
+  128 bytes) candidates x ``n`` tokens' worth of text each: ~5 s for ``n`` = 100 on a chained
+  file, quadratic in ``n``. A pipeline that can drop text (Replace, added tokens that strip)
+  has no such bound: every prefix is a candidate;
 - interval counts: each queried slice is counted (answers memoized);
 - appending and prepending counters: each push recounts the text (quadratic in the stream);
 - the chunker: its interval-counter queries, so about one count of each chunk per query.
-Llama 3's whole-piece encoding (``bpecore.llama``) inherits these.
+Llama 3's whole-piece encoding (``bpecore.llama``) inherits these (its pattern is one stage).
 """
 
 from __future__ import annotations
@@ -1348,6 +1359,106 @@ def longest_prefix_by_horizon(
     return 0
 
 
+def shortest_suffix_by_horizon(
+    stages: list,
+    text: str,
+    start: int,
+    n: int,
+    count_from: Callable[[int, str, int], int | None],
+) -> int | None:
+    """The smallest ``k >= start`` with ``count(text[k:]) <= n`` for a pipeline of ``stages``
+    then BPE, from the count of every suffix in one pass from the end; None when a stage is
+    neither a cut (for suffixes: one class, or a run of it) nor an Isolated split ``_Reach``
+    reads (the caller then counts candidates).
+
+    A cut stage cuts ``text[k:]`` where it cuts the text; for the first other stage, the count
+    of ``text[p:]`` is that of its first gap (``text[p:m]``, a suffix of the text's gap before
+    the match at ``m``, counted the same way one stage down), the match ``text[m:e]``, and the
+    suffix from ``e``: the attempt at each position reads only the text after it, so it matches
+    alike in the text and in each of its suffixes (``_Reach`` refuses lookbehind and anchors).
+    Counts above ``n`` are kept as ``n + 1``. Cost: one attempt per position of the window and
+    the counts of the pieces it finds (a run costs its length per position inside it).
+    """
+    memo: dict[tuple[int, str], int] = {}
+
+    def whole(i: int, piece: str) -> int:
+        key = (i, piece)
+        found = memo.get(key)
+        if found is None:
+            more = count_from(i, piece, n)
+            found = memo[key] = n + 1 if more is None else more
+        return found
+
+    def suffixes(i: int, piece: str, lo: int) -> list[int] | None:
+        """count(piece[p:]) through stages[i:] for p = lo .. len(piece), capped at n + 1."""
+        size = len(piece)
+        if i == len(stages):
+            return [whole(i, piece[p:]) for p in range(lo, size)] + [0]
+        stage = stages[i]
+        if _is_cut(stage, False):
+            out = [0] * (size - lo + 1)
+            after = 0
+            spans = [(0, size)] if stage.split is False else list(_spans(piece, *stage.split))
+            end = size
+            for a, b in reversed(spans):
+                if b <= a:
+                    continue
+                for p in range(max(b, lo), end):
+                    out[p - lo] = after  # inside a removed segment
+                if b <= lo:
+                    end = b
+                    break
+                inner = suffixes(i + 1, piece[a:b], max(lo - a, 0))
+                if inner is None:
+                    return None
+                for p in range(max(a, lo), b):
+                    out[p - lo] = min(inner[p - a - max(lo - a, 0)] + after, n + 1)
+                if a <= lo:
+                    end = lo
+                    break
+                after = min(after + inner[0], n + 1)
+                end = a
+            for p in range(lo, end):
+                out[p - lo] = after
+            return out
+        split = getattr(stage, "split", None)
+        if not split or split[1:] != ("Isolated", False) or _reach_of(stage) is None:
+            return None
+        rx = split[0]
+        out = [0] * (size - lo + 1)
+        match_at: list[tuple[int, int] | None] = [None] * (size - lo + 1)
+        following: tuple[int, int] | None = None
+        for p in range(size - 1, lo - 1, -1):
+            m = rx.match(piece, p)
+            if m is not None:
+                following = m.span()
+            match_at[p - lo] = following
+        p = size - 1
+        while p >= lo:  # gap regions: positions whose next match lies beyond them
+            nxt = match_at[p - lo]
+            if nxt is not None and nxt[0] == p:
+                out[p - lo] = min(whole(i + 1, piece[p : nxt[1]]) + out[nxt[1] - lo], n + 1)
+                p -= 1
+                continue
+            gap_end = nxt[0] if nxt is not None else size
+            tail = (whole(i + 1, piece[gap_end : nxt[1]]) + out[nxt[1] - lo]) if nxt else 0
+            g = p
+            while g > lo and match_at[g - 1 - lo] == nxt and (nxt is None or nxt[0] != g - 1):
+                g -= 1
+            inner = suffixes(i + 1, piece[g:gap_end], 0)
+            if inner is None:
+                return None
+            for q in range(g, p + 1):
+                out[q - lo] = min(inner[q - g] + tail, n + 1)
+            p = g - 1
+        return out
+
+    counts = suffixes(0, text, start)
+    if counts is None:
+        return None
+    return start + next(j for j, c in enumerate(counts) if c <= n)
+
+
 # ---------------------------------------------------------------------------------- the encoding
 def longest_prefix_within(enc: Encoding, window: str, n: int) -> int:
     """The largest ``k`` with ``count(window[:k]) <= n``, each candidate counted from the longest
@@ -1687,6 +1798,10 @@ class HFEncoding(Encoding):
         plain = self._plain()
         if plain is not None and plain._core.kind != _PAT_REGEX and self._left_alone(window):
             return start + plain.split_at_end(window, n)
+        if self._as_stages(window):
+            k = shortest_suffix_by_horizon(self._stages, text, start, n, self._count_from)
+            if k is not None:
+                return k
         return shortest_suffix_within(self, text, start, n)
 
     def interval_counter(self, text: str, *, piece_tables: bool = True):

@@ -235,8 +235,9 @@ class WholePieceEncoding(Encoding):
     The horizon tables count a piece's prefixes and suffixes by BPE alone, so they are exact only
     where no piece can spell a whole-piece token: on a text in which none of those tokens occurs
     (one search), ``split_at``, ``split_at_end`` and ``interval_counter`` run compiled; otherwise
-    they count candidates (``split_at``: only prefixes within ``n`` tokens' worth of bytes) or
-    queried slices, slower and as exact. The streaming counters recount the text per push.
+    ``split_at`` / ``split_at_end`` take the pipeline encodings' one pass over the pattern's
+    pieces (``hf.longest_prefix_by_horizon``) and interval counts count each queried slice,
+    slower and as exact. The streaming counters recount the text per push.
     """
 
     _whole_rx: re.Pattern[bytes] | None = None
@@ -298,9 +299,10 @@ class WholePieceEncoding(Encoding):
         window = text[start:]
         if not self._spells_whole(window):
             return start + super().split_at_end(window, n)
-        from bpecore.hf import shortest_suffix_within
+        from bpecore.hf import shortest_suffix_by_horizon, shortest_suffix_within
 
-        return shortest_suffix_within(self, text, start, n)
+        k = shortest_suffix_by_horizon([self._stage()], text, start, n, self._count_from)
+        return shortest_suffix_within(self, text, start, n) if k is None else k
 
     def interval_counter(self, text: str, *, piece_tables: bool = True):
         text = _valid(text)

@@ -215,14 +215,15 @@ def test_split_at_end_is_the_smallest_fitting_suffix(encodings, kind):
 
 @pytest.mark.parametrize("kind", HORIZON_KINDS)
 def test_split_at_takes_the_horizon_pass(encodings, kind, monkeypatch):
-    """split_at of the chained pipelines counts no candidate from scratch: the slower loop is
-    not called, and the answers still equal brute force far into a long text."""
+    """split_at and split_at_end of the chained pipelines count no candidate from scratch: the
+    slower loops are not called, and the answers still equal brute force far into a text."""
     import bpecore.hf
 
     def refuse(*args):
         raise AssertionError("the candidate loop ran")
 
     monkeypatch.setattr(bpecore.hf, "longest_prefix_within", refuse)
+    monkeypatch.setattr(bpecore.hf, "shortest_suffix_within", refuse)
     enc, count = encodings[kind]
     text = (
         read_corpus("code")[:3000] + "Cafe\u0301 12345 日本語 " + read_corpus("multilingual")[:1500]
@@ -232,11 +233,15 @@ def test_split_at_takes_the_horizon_pass(encodings, kind, monkeypatch):
         k = enc.split_at(text, n)
         assert count(text[:k]) <= n
         assert all(count(text[:j]) > n for j in range(k + 1, min(len(text), k + 120) + 1))
+        k = enc.split_at_end(text, n)
+        assert count(text[k:]) <= n
+        assert all(count(text[j:]) > n for j in range(max(0, k - 120), k))
     for _ in range(40):
         start = rng.randrange(len(text) - 200)
         piece = text[start : start + rng.randrange(1, 200)]
         n = rng.randrange(0, 40)
         assert enc.split_at(piece, n) == _split_at_ref(count, piece, n), (piece, n)
+        assert enc.split_at_end(piece, n) == _split_at_end_ref(count, piece, n), (piece, n)
 
 
 @pytest.mark.parametrize("kind", ["qwen-nfc", "deepseek-chained", "tekken"])
@@ -394,6 +399,7 @@ def test_llama3_whole_piece_operations():
     text = read_corpus("multilingual")[:150] + whole + " характеристики" + read_corpus("code")[:150]
     for n in (0, 2, 9, 31, 70):
         assert enc.split_at(text, n) == _split_at_ref(enc.count, text, n)
+        assert enc.split_at_end(text, n) == _split_at_end_ref(enc.count, text, n)
     ic = enc.interval_counter(text)
     assert all(
         ic.count(i, j) == enc.count(text[i:j]) for i in range(0, 330, 23) for j in range(i, 330, 31)
