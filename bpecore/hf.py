@@ -89,7 +89,8 @@ _BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Co
 #: ``\p{P}`` now has 864), as one-character patterns: each matching character is one match.
 #: Both sets were read from tokenizers 0.23.3 over every code point
 #: (``test_hf.py::test_character_classes`` re-checks them).
-_DIGIT = r"[\p{N}\U00011DE0-\U00011DE9\U00016FF4-\U00016FF6]"
+_DIGIT_SET = r"\p{N}\U00011DE0-\U00011DE9\U00016FF4-\U00016FF6"
+_DIGIT = f"[{_DIGIT_SET}]"
 _PUNCT_RANGES = (
     (0x0021, 0x002F),
     (0x003A, 0x0040),
@@ -491,6 +492,19 @@ _DEEPSEEK_V3_PATTERN = (
     f"|(?:(?!{_DEEPSEEK_V3_CORE})[^{_CJK}])+|(?:(?!{_DEEPSEEK_V3_CORE})[{_CJK}])+"
 )
 
+#: StarCoder2's Digits (one by one) then ByteLevel with GPT-2's regex, as one regex: a digit
+#: (`tokenizers`' numeric class ``_DIGIT``) alone, and between digits GPT-2's alternatives, none
+#: of which crosses a digit: no ``\p{N}`` is left there (``_DIGIT`` holds them all), so
+#: `` ?\p{N}+`` is dropped and the other class excludes the digits; ``\s+(?!\S)`` also ends
+#: before a digit (the end of its piece). Greedy ``\s+`` first tries the whole run, whose end
+#: is a digit, another character or the end, so the added ``(?=digit)`` changes nothing else.
+#: The letter run goes first (no other alternative starts on a letter, or on a space before
+#: one) and the contractions share their apostrophe: ``finditer`` 15% faster.
+_STARCODER_PATTERN = (
+    f" ?\\p{{L}}+|{_DIGIT}|'(?:s|t|re|ve|m|ll|d)| ?[^\\s\\p{{L}}{_DIGIT_SET}]+"
+    f"|\\s+(?:(?!\\S)|(?={_DIGIT}))|\\s+"
+)
+
 
 def _single_pattern(pre: Any) -> str | None:
     """The one regex the whole pre-tokenizer amounts to, or None when it is not that simple."""
@@ -502,6 +516,15 @@ def _single_pattern(pre: Any) -> str | None:
     stages = pre.get("pretokenizers") or [] if kind == "Sequence" else []
     if not stages or not all(isinstance(stage, dict) for stage in stages):
         return None
+    if (
+        len(stages) == 2
+        and stages[0].get("type") == "Digits"
+        and stages[0].get("individual_digits") is True
+        and stages[1].get("type") == "ByteLevel"
+        and not stages[1].get("add_prefix_space")
+        and stages[1].get("use_regex", True) is True
+    ):
+        return _STARCODER_PATTERN
     *splits, byte_level = stages
     if not (
         byte_level.get("type") == "ByteLevel"
@@ -1974,6 +1997,7 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
     pattern = _single_pattern(pre)
     simple = (
         pattern is not None
+        and pattern != _STARCODER_PATTERN  # a chain: its pipeline keeps the one-pass split_at
         and normalizer is None
         and not whole
         and all(a.special and not (a.lstrip or a.rstrip or a.single_word) for a in added)

@@ -465,6 +465,85 @@ def test_deepseek_chain_is_one_regex(deepseek):
         assert [m.span() for m in rx.finditer(text)] == want
 
 
+# ------------------------------------------------------------------------------- StarCoder2's chain
+def _starcoder_pre():
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+
+
+_STARCODER_EDGES = (
+    "a  1 2\t\t3x  \n 4\u0661\U00011de0 \U00016ff4y's 5'S '9 ½ \u2167. 12,345 \u00b2 x\u0301 1"
+)
+
+
+def test_starcoder_chain_is_one_regex():
+    """Digits (one by one) then GPT-2's ByteLevel regex run as one regex whose pieces are
+    `tokenizers`' pieces (offsets), on every corpus and where digits meet whitespace."""
+    import regex
+
+    from bpecore.hf import _STARCODER_PATTERN
+
+    pre, rx = _starcoder_pre(), regex.compile(_STARCODER_PATTERN)
+    texts = [read_corpus(name)[: DEFAULT_BYTES * 4] for name in (*CORPORA, "adv_unicode")]
+    for text in [*texts, _STARCODER_EDGES]:
+        assert [m.span() for m in rx.finditer(text)] == [sp for _, sp in pre.pre_tokenize_str(text)]
+
+
+@pytest.mark.slow
+def test_starcoder_chain_full_corpora():
+    import regex
+
+    from bpecore.hf import _STARCODER_PATTERN
+
+    pre, rx = _starcoder_pre(), regex.compile(_STARCODER_PATTERN)
+    for name in (*CORPORA, "adv_unicode"):
+        text = read_corpus(name)
+        assert [m.span() for m in rx.finditer(text)] == [sp for _, sp in pre.pre_tokenize_str(text)]
+
+
+@given(
+    text=st.lists(
+        st.sampled_from(
+            ["a", "Z", " ", "  ", "\t", "\n", "1", "\u0661", "\U00011de0", "\u00b2", "½", "'s",
+             "'", "S", ".", ",", "\u0301", "日", "\u3000", "\U00016ff4"]
+        ),
+        max_size=20,
+    ).map("".join)
+)  # fmt: skip
+def test_hyp_starcoder_chain_is_one_regex(text):
+    import regex
+
+    from bpecore.hf import _STARCODER_PATTERN
+
+    spans = [m.span() for m in regex.finditer(_STARCODER_PATTERN, text)]
+    assert spans == [sp for _, sp in _starcoder_pre().pre_tokenize_str(text)]
+
+
+def test_starcoder_file_takes_the_one_regex(tmp_path):
+    """A StarCoder2-style file counts through the one regex (compiled core), stays a pipeline
+    encoding (its split_at takes the one pass) and equals `tokenizers` on every corpus slice."""
+    from bpecore.hf import _STARCODER_PATTERN
+
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = _starcoder_pre()
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=700, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(_train_text(), trainer)
+    tok.add_special_tokens([AddedToken("<|endoftext|>", normalized=False)])
+    path = tmp_path / "starcoder.json"
+    path.write_text(tok.to_str())
+    enc = bpecore.load_hf(str(path))
+    assert isinstance(enc, HFEncoding) and enc._segment_core.pattern == _STARCODER_PATTERN
+    for text in [*(read_corpus(name)[:DEFAULT_BYTES] for name in CORPORA), _STARCODER_EDGES]:
+        assert enc.encode_ordinary(text) == tok.encode(text, add_special_tokens=False).ids
+
+
 # ------------------------------------------------------------------------------------ Qwen2 (real)
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
