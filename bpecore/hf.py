@@ -505,6 +505,41 @@ _STARCODER_PATTERN = (
     f"|\\s+(?:(?!\\S)|(?={_DIGIT}))|\\s+"
 )
 
+#: DeepSeek-Coder v1's five chained Splits (line breaks, letter runs, punctuation runs, its
+#: "CJK" range U+0800-U+9FA5 and Hangul, digits; each Isolated) and the one regex that cuts as
+#: the chain does. Line breaks are pieces alone; a letter run with the whitespace character
+#: before it is a piece of the second stage (the search always reaches that character: no match
+#: ends on whitespace), and so, where there are no letters, is a punctuation run with the
+#: whitespace before it for the third; the fourth cuts each of those pieces where the CJK range
+#: starts or stops and the fifth cuts out every digit. So: each alternative is one part of one
+#: kind, CJK or not; whitespace followed by a letter or punctuation starts that part.
+_DEEPSEEK_CODER_STAGES = (
+    r"[\r\n]",
+    r"\s?\p{L}+",
+    r"\s?\p{P}+",
+    "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+",
+    r"\p{N}",
+)
+_CODER_CJK = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]"
+_CODER_SPACE = r"[\s--[\r\n]]"
+_CODER_OTHER = r"[^\p{L}\p{P}\p{N}\s]"
+_DEEPSEEK_CODER_PATTERN = "(?V1)" + "|".join(
+    [
+        f"[\\p{{L}}--{_CODER_CJK}]+",
+        f"[\\p{{L}}&&{_CODER_CJK}]+",
+        f"[{_CODER_SPACE}--{_CODER_CJK}](?=\\p{{L}})[\\p{{L}}--{_CODER_CJK}]*",
+        f"[{_CODER_SPACE}&&{_CODER_CJK}](?=\\p{{L}})[\\p{{L}}&&{_CODER_CJK}]*",
+        f"[{_CODER_SPACE}--{_CODER_CJK}](?=\\p{{P}})[\\p{{P}}--{_CODER_CJK}]*",
+        f"[{_CODER_SPACE}&&{_CODER_CJK}](?=\\p{{P}})[\\p{{P}}&&{_CODER_CJK}]*",
+        f"[\\p{{P}}--{_CODER_CJK}]+",
+        f"[\\p{{P}}&&{_CODER_CJK}]+",
+        r"\p{N}",
+        r"[\r\n]",
+        f"(?:[{_CODER_OTHER}--{_CODER_CJK}]|[{_CODER_SPACE}--{_CODER_CJK}](?![\\p{{L}}\\p{{P}}]))+",
+        f"(?:[{_CODER_OTHER}&&{_CODER_CJK}]|[{_CODER_SPACE}&&{_CODER_CJK}](?![\\p{{L}}\\p{{P}}]))+",
+    ]
+)
+
 
 def _single_pattern(pre: Any) -> str | None:
     """The one regex the whole pre-tokenizer amounts to, or None when it is not that simple."""
@@ -546,6 +581,8 @@ def _single_pattern(pre: Any) -> str | None:
     spelled = tuple(p.replace("\r", r"\r").replace("\n", r"\n") for p in patterns)
     if spelled == _DEEPSEEK_V3_STAGES:  # the file spells \r and \n as characters
         return _DEEPSEEK_V3_PATTERN
+    if spelled == _DEEPSEEK_CODER_STAGES:
+        return _DEEPSEEK_CODER_PATTERN
     return None
 
 
@@ -1997,7 +2034,7 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
     pattern = _single_pattern(pre)
     simple = (
         pattern is not None
-        and pattern != _STARCODER_PATTERN  # a chain: its pipeline keeps the one-pass split_at
+        and pattern not in (_STARCODER_PATTERN, _DEEPSEEK_CODER_PATTERN)  # one-pass split_at
         and normalizer is None
         and not whole
         and all(a.special and not (a.lstrip or a.rstrip or a.single_word) for a in added)
