@@ -1513,7 +1513,7 @@ def shortest_suffix_by_horizon(
             p = g - 1
         return out
 
-    counts = suffixes(0, text, start)
+    counts = suffixes(0, text[start:], 0)  # a suffix's count reads only the suffix
     if counts is None:
         return None
     return start + next(j for j, c in enumerate(counts) if c <= n)
@@ -1822,7 +1822,9 @@ class HFEncoding(Encoding):
         text = _valid(text)
         span = self._token_span()
         stop = len(text)
-        if span is not None:
+        if span is not None and text[: n * span // 4 + 1].isascii():
+            stop = min(stop, n * span // 4)  # 4 per ASCII character: the loop below, at once
+        elif span is not None:
             weight, cap = 0, n * span
             for k, char in enumerate(text):
                 weight += self._weight4(char)
@@ -1847,7 +1849,9 @@ class HFEncoding(Encoding):
         text = _valid(text)
         span = self._token_span()
         start = 0
-        if span is not None:
+        if span is not None and text[max(0, len(text) - n * span // 4 - 1) :].isascii():
+            start = max(0, len(text) - n * span // 4)  # 4 per ASCII character, as below
+        elif span is not None:
             weight, cap = 0, n * span
             for k in range(len(text) - 1, -1, -1):
                 weight += self._weight4(text[k])
