@@ -37,24 +37,36 @@ path"). A text "left alone" (no added token's text in it, and only characters th
 can change in no slice: ASCII, or inert under its Unicode forms) under a one-regex
 pre-tokenizer is the plain encoding's text, so ``interval_counter`` (and ``split_at`` /
 ``split_at_end`` when the pattern has a compiled scanner) hand it to the compiled operations.
-Anything else takes the slower exact path, from the definitions:
-- ``split_at`` / ``split_at_end``: one token stands for at most ``max_token_len`` bytes of the
-  normalized text, and a normalizer made of Unicode forms keeps at least one byte per ASCII
-  character and a quarter of any other's bytes, so only the prefixes (suffixes) within ``n``
-  tokens' worth of input can fit; they are tried from the longest down with
-  ``count_till_limit`` (pipeline stages run lazily and stop soon after ``n``) and the first
-  that fits is the answer. Cost about (``n`` x 128 bytes) candidates x ``n`` tokens' worth of
-  text each: ~5 s for ``n`` = 100 on DeepSeek's file, quadratic in ``n``. A pipeline that can
-  drop text (Replace, a ``Removed`` split, added tokens that strip) has no such bound: every
-  prefix is a candidate;
+``split_at`` / ``split_at_end`` of any other text with no added token's text in it and no
+character the normalizer could change take one pass over the pre-tokenizer's stages
+(``longest_prefix_by_horizon``, ``shortest_suffix_by_horizon``; a one-regex file as the stages
+it was derived from): the leading stages that cut a prefix or suffix where they cut the text
+(one character class or a run of it: Digits, Punctuation, ``[\r\n]``, CJK runs), then for the
+next stage the read horizon of each regex attempt (``_Reach``) or, for suffixes, the attempt at
+every position, with the pieces' counts summed. About 10-20 ms for ``n`` = 1000 on 50 KB of
+DeepSeek-Coder-, Falcon- or StarCoder-style chains (docs/perf/hf.md); a run of one class inside
+the ``n`` tokens' window is re-read per candidate (quadratic in that run). Anything else takes
+the slower exact path, from the definitions:
+- ``split_at`` / ``split_at_end`` of a text the normalizer changes or with an added token's text
+  in it (and ``split_at_end`` past the cut stages of one ``_Reach`` does not read: lookbehind,
+  anchors, a prefix-space ByteLevel with its regex; ``split_at`` counts such a stage's
+  candidates from the start of their cut piece): one token stands for at most ``max_token_len`` bytes of the normalized text, and
+  a normalizer made of Unicode forms keeps at least one byte per ASCII character and a quarter
+  of any other's bytes, so only the prefixes (suffixes) within ``n`` tokens' worth of input can
+  fit; they are tried from the longest down with ``count_till_limit`` (pipeline stages run
+  lazily and stop soon after ``n``) and the first that fits is the answer. Cost about (``n`` x
+  128 bytes) candidates x ``n`` tokens' worth of text each: ~5 s for ``n`` = 100 on a chained
+  file, quadratic in ``n``. A pipeline that can drop text (Replace, added tokens that strip)
+  has no such bound: every prefix is a candidate;
 - interval counts: each queried slice is counted (answers memoized);
 - appending and prepending counters: each push recounts the text (quadratic in the stream);
 - the chunker: its interval-counter queries, so about one count of each chunk per query.
-Llama 3's whole-piece encoding (``bpecore.llama``) inherits these.
+Llama 3's whole-piece encoding (``bpecore.llama``) inherits these (its pattern is one stage).
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -79,7 +91,8 @@ _BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Co
 #: ``\p{P}`` now has 864), as one-character patterns: each matching character is one match.
 #: Both sets were read from tokenizers 0.23.3 over every code point
 #: (``test_hf.py::test_character_classes`` re-checks them).
-_DIGIT = r"[\p{N}\U00011DE0-\U00011DE9\U00016FF4-\U00016FF6]"
+_DIGIT_SET = r"\p{N}\U00011DE0-\U00011DE9\U00016FF4-\U00016FF6"
+_DIGIT = f"[{_DIGIT_SET}]"
 _PUNCT_RANGES = (
     (0x0021, 0x002F),
     (0x003A, 0x0040),
@@ -268,7 +281,11 @@ def _find_matches(rx: regex.Pattern, text: str, invert: bool) -> Iterator[tuple[
 def _spans(text: str, rx: regex.Pattern, behavior: str, invert: bool) -> Iterator[tuple[int, int]]:
     """`tokenizers`' ``NormalizedString::split``: the kept spans of ``text``, in order, lazily
     (each behavior needs at most one segment of look-ahead)."""
-    matches = _find_matches(rx, text, invert)
+    return _kept(_find_matches(rx, text, invert), behavior)
+
+
+def _kept(matches: Iterator[tuple[int, int, bool]], behavior: str) -> Iterator[tuple[int, int]]:
+    """The spans ``behavior`` keeps of the (start, end, is_match) segments ``matches``."""
     if behavior == "Isolated":
         for s, e, _ in matches:
             yield s, e
@@ -331,6 +348,7 @@ def _split_stage(rx: regex.Pattern, behavior: str, invert: bool) -> _Stage:
             yield from _split(piece, rx, behavior, invert)
 
     stage.removes = behavior == "Removed"  # type: ignore[attr-defined]
+    stage.split = (rx, behavior, invert)  # type: ignore[attr-defined]
     return stage
 
 
@@ -347,6 +365,11 @@ def _byte_level_stage(add_prefix_space: bool, use_regex: bool) -> _Stage:
                 yield piece
 
     stage.removes = False  # type: ignore[attr-defined]
+    # as a split of the pieces, when it is one: none without regex, GPT-2's with it (a piece it
+    # prefixes with a space is no span of the text, so that stage is no split)
+    stage.split = (  # type: ignore[attr-defined]
+        None if add_prefix_space else (rx, "Isolated", False) if use_regex else False
+    )
     return stage
 
 
@@ -479,6 +502,54 @@ _DEEPSEEK_V3_STAGES = (
 )
 _DEEPSEEK_V3_PATTERN = DEEPSEEK3_PATTERN
 
+#: StarCoder2's Digits (one by one) then ByteLevel with GPT-2's regex, as one regex: a digit
+#: (`tokenizers`' numeric class ``_DIGIT``) alone, and between digits GPT-2's alternatives, none
+#: of which crosses a digit: no ``\p{N}`` is left there (``_DIGIT`` holds them all), so
+#: `` ?\p{N}+`` is dropped and the other class excludes the digits; ``\s+(?!\S)`` also ends
+#: before a digit (the end of its piece). Greedy ``\s+`` first tries the whole run, whose end
+#: is a digit, another character or the end, so the added ``(?=digit)`` changes nothing else.
+#: The letter run goes first (no other alternative starts on a letter, or on a space before
+#: one) and the contractions share their apostrophe: ``finditer`` 15% faster.
+_STARCODER_PATTERN = (
+    f" ?\\p{{L}}+|{_DIGIT}|'(?:s|t|re|ve|m|ll|d)| ?[^\\s\\p{{L}}{_DIGIT_SET}]+"
+    f"|\\s+(?:(?!\\S)|(?={_DIGIT}))|\\s+"
+)
+
+#: DeepSeek-Coder v1's five chained Splits (line breaks, letter runs, punctuation runs, its
+#: "CJK" range U+0800-U+9FA5 and Hangul, digits; each Isolated) and the one regex that cuts as
+#: the chain does. Line breaks are pieces alone; a letter run with the whitespace character
+#: before it is a piece of the second stage (the search always reaches that character: no match
+#: ends on whitespace), and so, where there are no letters, is a punctuation run with the
+#: whitespace before it for the third; the fourth cuts each of those pieces where the CJK range
+#: starts or stops and the fifth cuts out every digit. So: each alternative is one part of one
+#: kind, CJK or not; whitespace followed by a letter or punctuation starts that part.
+_DEEPSEEK_CODER_STAGES = (
+    r"[\r\n]",
+    r"\s?\p{L}+",
+    r"\s?\p{P}+",
+    "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+",
+    r"\p{N}",
+)
+_CODER_CJK = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]"
+_CODER_SPACE = r"[\s--[\r\n]]"
+_CODER_OTHER = r"[^\p{L}\p{P}\p{N}\s]"
+_DEEPSEEK_CODER_PATTERN = "(?V1)" + "|".join(
+    [
+        f"[\\p{{L}}--{_CODER_CJK}]+",
+        f"[\\p{{L}}&&{_CODER_CJK}]+",
+        f"[{_CODER_SPACE}--{_CODER_CJK}](?=\\p{{L}})[\\p{{L}}--{_CODER_CJK}]*",
+        f"[{_CODER_SPACE}&&{_CODER_CJK}](?=\\p{{L}})[\\p{{L}}&&{_CODER_CJK}]*",
+        f"[{_CODER_SPACE}--{_CODER_CJK}](?=\\p{{P}})[\\p{{P}}--{_CODER_CJK}]*",
+        f"[{_CODER_SPACE}&&{_CODER_CJK}](?=\\p{{P}})[\\p{{P}}&&{_CODER_CJK}]*",
+        f"[\\p{{P}}--{_CODER_CJK}]+",
+        f"[\\p{{P}}&&{_CODER_CJK}]+",
+        r"\p{N}",
+        r"[\r\n]",
+        f"(?:[{_CODER_OTHER}--{_CODER_CJK}]|[{_CODER_SPACE}--{_CODER_CJK}](?![\\p{{L}}\\p{{P}}]))+",
+        f"(?:[{_CODER_OTHER}&&{_CODER_CJK}]|[{_CODER_SPACE}&&{_CODER_CJK}](?![\\p{{L}}\\p{{P}}]))+",
+    ]
+)
+
 
 def _single_pattern(pre: Any) -> str | None:
     """The one regex the whole pre-tokenizer amounts to, or None when it is not that simple."""
@@ -490,6 +561,15 @@ def _single_pattern(pre: Any) -> str | None:
     stages = pre.get("pretokenizers") or [] if kind == "Sequence" else []
     if not stages or not all(isinstance(stage, dict) for stage in stages):
         return None
+    if (
+        len(stages) == 2
+        and stages[0].get("type") == "Digits"
+        and stages[0].get("individual_digits") is True
+        and stages[1].get("type") == "ByteLevel"
+        and not stages[1].get("add_prefix_space")
+        and stages[1].get("use_regex", True) is True
+    ):
+        return _STARCODER_PATTERN
     *splits, byte_level = stages
     if not (
         byte_level.get("type") == "ByteLevel"
@@ -511,6 +591,8 @@ def _single_pattern(pre: Any) -> str | None:
     spelled = tuple(p.replace("\r", r"\r").replace("\n", r"\n") for p in patterns)
     if spelled == _DEEPSEEK_V3_STAGES:  # the file spells \r and \n as characters
         return _DEEPSEEK_V3_PATTERN
+    if spelled == _DEEPSEEK_CODER_STAGES:
+        return _DEEPSEEK_CODER_PATTERN
     return None
 
 
@@ -960,6 +1042,539 @@ def _list_bpe(
     return symbols, last
 
 
+# ---------------------------------------------------------------------------------- horizons
+# The exact ``split_at`` of a pipeline in one pass (README, "Open models: which path"). The
+# stages re-split pieces, so only the first stage that is no "cut" (below) decides where the
+# pieces of a prefix differ from those of the text: its pieces are final once the regex has read
+# no further than the prefix's end. ``_Reach`` bounds what a match attempt reads.
+_MANY = 1 << 62
+
+
+class _NoReach(Exception):
+    """A pattern outside what ``_Reach`` reads (lookbehind, anchors, backreferences, empty
+    matches, full case folding ...): its stage is treated as one piece per input piece."""
+
+
+def _norm(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, merged inclusive position intervals."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1] + 1:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _minus(spans: list[tuple[int, int]], seen: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The positions of ``spans`` not in ``seen`` (both normalized)."""
+    out = []
+    for a, b in spans:
+        for s, e in seen:
+            if e < a or s > b:
+                continue
+            if s > a:
+                out.append((a, s - 1))
+            a = e + 1
+            if a > b:
+                break
+        if a <= b:
+            out.append((a, b))
+    return out
+
+
+class _Reach:
+    """How far a `regex` match attempt of one pattern may read, by walking its syntax over the
+    text: every position some path of the backtracking matcher can test, over-approximated as
+    intervals (a repeated class reads to the end of its run and one past it; a lookahead reads
+    what its own pattern reads and lets every path through). The attempt's result can differ on
+    a prefix of the text only when it read at or past the prefix's end, so ``horizon(q)`` (1 + the
+    furthest position read, the end of the text counting as a position) bounds where the
+    attempt at ``q`` is final. Covered: classes, escapes, literals, ``.``, groups (capturing,
+    ``(?:``, ``(?i:``), lookaheads, alternation and every quantifier; anything else is _NoReach.
+    """
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        flags = regex.match(r"(?:\((\?[a-zA-Z0-9]+)\))*", pattern)
+        self._v1 = False
+        for group in regex.findall(r"\(\?([a-zA-Z0-9]+)\)", flags.group()):
+            for flag in regex.findall(r"V[01]|.", group):
+                if flag == "V1":
+                    self._v1 = True
+                elif flag != "V0":
+                    raise _NoReach(f"flag {flag!r}")
+        self._classes: list[regex.Pattern] = []
+        self._member: list[dict[str, bool]] = []
+        self._folds = False
+        self.root, end = self._alt(flags.end(), False)
+        if end != len(pattern):
+            raise _NoReach("unbalanced")
+        if self._v1 and self._folds:
+            raise _NoReach("full case folding")  # one character may match several
+        if _min_len(self.root) == 0:
+            raise _NoReach("empty match")  # finditer steps past empty matches its own way
+
+    # -- syntax
+    def _alt(self, i: int, ci: bool):
+        seqs = []
+        while True:
+            seq, i = self._seq(i, ci)
+            seqs.append(seq)
+            if i < len(self.pattern) and self.pattern[i] == "|":
+                i += 1
+                continue
+            return ("alt", seqs), i
+
+    def _seq(self, i: int, ci: bool):
+        items = []
+        p = self.pattern
+        while i < len(p) and p[i] not in "|)":
+            node, i = self._atom(i, ci)
+            lo, hi, i = self._quantifier(i)
+            if node[0] == "look" and (lo, hi) != (1, 1):
+                raise _NoReach("quantified lookahead")
+            items.append((node, lo, hi))
+        return items, i
+
+    def _atom(self, i: int, ci: bool):
+        p = self.pattern
+        c = p[i]
+        if c == "(":
+            look = p.startswith("(?=", i) or p.startswith("(?!", i)
+            if look or p.startswith("(?:", i):
+                start = i + 3
+            elif p.startswith("(?i:", i):
+                start, ci = i + 4, True
+            elif p.startswith("(?", i):
+                raise _NoReach("group kind")
+            else:
+                start = i + 1
+            node, j = self._alt(start, ci)
+            if j >= len(p) or p[j] != ")":
+                raise _NoReach("unbalanced")
+            return (("look", node) if look else node), j + 1
+        if c == "[":
+            j = self._class_end(i)
+        elif c == "\\":
+            d = p[i + 1 : i + 2]
+            if d in ("p", "P", "x"):
+                j = p.index("}", i) + 1 if p[i + 2 : i + 3] == "{" else i + (3 if d != "x" else 4)
+            elif d == "u":
+                j = i + 6
+            elif d == "U":
+                j = i + 10
+            elif d and (d in "sSdDwWrntfv" or not d.isalnum()):
+                j = i + 2
+            else:
+                raise _NoReach(f"escape \\{d}")  # \b \A \Z \G \X \N, backreferences ...
+        elif c in "^$*+?{":
+            raise _NoReach(f"{c!r}")
+        else:
+            j = i + 1
+        return self._class(p[i:j], ci), j
+
+    def _class_end(self, i: int) -> int:
+        p = self.pattern
+        j, depth = self._set_start(i + 1), 1
+        while j < len(p):
+            c = p[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c == "[":
+                if p[j + 1 : j + 2] == ":":
+                    raise _NoReach("POSIX class")
+                if self._v1:  # a nested set (V1)
+                    depth += 1
+                    j = self._set_start(j + 1)
+                    continue
+            elif c == "]":
+                depth -= 1
+                if depth == 0:
+                    return j + 1
+            j += 1
+        raise _NoReach("unbalanced class")
+
+    def _set_start(self, j: int) -> int:
+        """Past a set's leading ``^`` and a ``]`` right after it (a member, not the end)."""
+        if self.pattern[j : j + 1] == "^":
+            j += 1
+        return j + 1 if self.pattern[j : j + 1] == "]" else j
+
+    def _class(self, text: str, ci: bool):
+        self._folds = self._folds or ci
+        body = f"(?i:{text})" if ci else text
+        try:
+            rx = regex.compile(("(?V1)" if self._v1 else "") + body)
+        except regex.error as e:
+            raise _NoReach(str(e)) from e
+        self._classes.append(rx)
+        self._member.append({})
+        return ("cls", len(self._classes) - 1)
+
+    def _quantifier(self, i: int):
+        p = self.pattern
+        if i >= len(p) or p[i] not in "?*+{":
+            return 1, 1, i
+        if p[i] == "{":
+            m = regex.match(r"\{(\d*)(,?)(\d*)\}", p[i:])
+            if m is None or not (m.group(1) or m.group(3)):
+                raise _NoReach("brace")
+            lo = int(m.group(1) or 0)
+            hi = int(m.group(3)) if m.group(3) else _MANY if m.group(2) else lo
+            i += m.end()
+        else:
+            lo, hi = {"?": (0, 1), "*": (0, _MANY), "+": (1, _MANY)}[p[i]]
+            i += 1
+        if i < len(p) and p[i] in "?+":
+            i += 1  # lazy or possessive: the same positions, in another order or fewer
+        return lo, hi, i
+
+    def single_class(self) -> tuple[int, int] | None:
+        """(lo, hi) when the pattern is one class repeated lo..hi times, else None."""
+        seqs = self.root[1]
+        if len(seqs) == 1 and len(seqs[0]) == 1 and seqs[0][0][0][0] == "cls":
+            return seqs[0][0][1], seqs[0][0][2]
+        return None
+
+    # -- reading
+    def horizon(self, text: _ReachText, q: int) -> int:
+        """1 + the furthest position the attempt at ``q`` can read (``len`` = the end test)."""
+        text.read = q
+        self._walk(self.root, [(q, q)], text)
+        return text.read + 1
+
+    def _walk(self, node, spans, text):
+        out: list[tuple[int, int]] = []
+        for seq in node[1]:
+            cur = spans
+            for item in seq:
+                cur = self._item(item, cur, text)
+                if not cur:
+                    break
+            out += cur
+        return _norm(out)
+
+    def _item(self, item, spans, text):
+        node, lo, hi = item
+        if node[0] == "cls":
+            return self._repeat_class(node[1], lo, hi, spans, text)
+        if node[0] == "look":
+            self._walk(node[1], spans, text)
+            return spans  # it may pass or fail: both ways go on
+        acc = list(spans) if lo == 0 else []
+        cur, seen, k = spans, [], 0
+        while cur and k < hi:
+            cur = self._walk(node, cur, text)
+            k += 1
+            if k > lo:
+                cur = _minus(cur, seen)  # from here on a position goes where it went before
+            if k >= lo:
+                seen = _norm(seen + cur)
+                acc += cur
+            if k > 100_000:
+                raise _NoReach("repeat")
+        return _norm(acc)
+
+    def _repeat_class(self, idx, lo, hi, spans, text):
+        out = []
+        n = text.n
+        for a, b in spans:
+            if lo == 0:
+                out.append((a, b))
+            if hi == 1:
+                text.read = max(text.read, min(b, n))
+                if a >= n:
+                    continue
+                if b - a <= 8:
+                    out += [
+                        (p + 1, p + 1)
+                        for p in range(a, min(b, n - 1) + 1)
+                        if text.has(self, idx, p)
+                    ]
+                else:
+                    out.append((a + 1, min(b, n - 1) + 1))
+                continue
+            r = text.run_end(self, idx, b)
+            top = min(r, b + hi)
+            text.read = max(text.read, min(r if r < b + hi else b + hi - 1, n))
+            if a + max(lo, 1) <= top:
+                out.append((a + max(lo, 1), top))
+        return _norm(out)
+
+
+def _min_len(node) -> int:
+    if node[0] == "cls":
+        return 1
+    if node[0] == "look":
+        return 0
+    return min(sum(_min_len(item[0]) * item[1] for item in seq) for seq in node[1])
+
+
+class _ReachText:
+    """A text being read by ``_Reach``: class membership per character and the run ends."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.n, self.read = text, len(text), 0
+        self._runs: dict[tuple[int, int], int] = {}
+
+    def has(self, reach: _Reach, idx: int, p: int) -> bool:
+        char = self.text[p]
+        member = reach._member[idx]
+        found = member.get(char)
+        if found is None:
+            found = member[char] = reach._classes[idx].match(char) is not None
+        return found
+
+    def run_end(self, reach: _Reach, idx: int, p: int) -> int:
+        """The first position from ``p`` on whose character is not of class ``idx`` (or n)."""
+        key = (idx, p)
+        r = self._runs.get(key)
+        if r is None:
+            r = p
+            while r < self.n and self.has(reach, idx, r):
+                r += 1
+            for x in range(p, r):
+                self._runs[(idx, x)] = r
+            self._runs[key] = r
+        return r
+
+
+def _reach_of(stage) -> _Reach | None:
+    """The ``_Reach`` of a split stage's regex (kept on the stage), None when not covered."""
+    found = getattr(stage, "reach", 0)
+    if found == 0:
+        try:
+            found = _Reach(stage.split[0].pattern)
+        except _NoReach:
+            found = None
+        stage.reach = found
+    return found
+
+
+def _is_cut(stage, prefix: bool) -> bool:
+    """Whether ``stage`` cuts every prefix (suffix) of a piece where it cuts the piece: no
+    split, or one class repeated 1..hi times (every match of its regex is one character or a
+    run, or for prefixes a run cut into hi-character parts from its start), any behavior."""
+    split = getattr(stage, "split", None)
+    if split is False:
+        return True
+    if not split:
+        return False
+    reach = _reach_of(stage)
+    shape = reach.single_class() if reach is not None else None
+    return shape is not None and shape[0] == 1 and (prefix or shape[1] in (1, _MANY))
+
+
+def _tracked(rx, reach: _Reach, text: str, invert: bool, top: list[int]):
+    """``_find_matches`` that also keeps in ``top[0]`` the highest horizon of the attempts made
+    so far (every position of a gap and each match start)."""
+    seen = _ReachText(text)
+    prev = 0
+
+    def attempts(upto: int) -> None:
+        for q in range(prev, upto):
+            h = reach.horizon(seen, q)
+            if h > top[0]:
+                top[0] = h
+
+    for m in rx.finditer(text):
+        start, end = m.span()
+        attempts(start + 1)
+        if prev != start:
+            yield (prev, start, invert)
+        yield (start, end, not invert)
+        prev = end
+    attempts(len(text))
+    if prev != len(text):
+        yield (prev, len(text), invert)
+
+
+def _scan_spans(stage, reach: _Reach, text: str) -> Iterator[tuple[int, int, int]]:
+    """(start, end, horizon) of the pieces a split stage cuts ``text`` into, lazily: a prefix
+    ``text[:c]`` with ``c >= horizon`` has the same pieces before ``start`` and one from it."""
+    rx, behavior, invert = stage.split
+    top = [0]
+    for a, b in _kept(_tracked(rx, reach, text, invert, top), behavior):
+        if b > a:
+            yield a, b, top[0] if a else 0
+
+
+def _cut_spans(stages, text: str) -> Iterator[tuple[int, int]]:
+    """The pieces ``stages`` (all cuts) make of ``text``, as spans, lazily."""
+    spans: Iterator[tuple[int, int]] = iter([(0, len(text))] if text else [])
+    for stage in stages:
+        spans = _resplit(stage, text, spans)
+    return spans
+
+
+def _resplit(stage, text: str, spans: Iterator[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    if stage.split is False:
+        yield from spans
+        return
+    rx, behavior, invert = stage.split
+    for s, e in spans:
+        for a, b in _spans(text[s:e], rx, behavior, invert):
+            if b > a:
+                yield s + a, s + b
+
+
+def longest_prefix_by_horizon(
+    stages: list, text: str, n: int, count_from: Callable[[int, str, int], int | None]
+) -> int:
+    """The largest ``k`` with ``count(text[:k]) <= n`` for a pipeline of ``stages`` then BPE, in
+    one pass (README, "Open models: which path"). ``count_from(i, t, limit)`` counts ``t``
+    through ``stages[i:]`` and BPE, None once past ``limit``.
+
+    The leading stages that are cuts (``_is_cut``) cut ``text[:k]`` into the pieces of ``text``
+    cut at ``k``. The next stage (the scan) is read with ``_Reach``: a piece of it starting at
+    ``a`` with horizon ``h`` starts a piece of every prefix ``text[:k]`` with ``k >= h``, the
+    pieces before it being the text's own. So ``count(text[:k])`` is ``F`` (the count of the
+    pieces before the last such ``a``) plus the count of ``text[a:k]`` through the scan and the
+    later stages. ``F`` only grows with ``k``: once it passes ``n`` no longer prefix fits, and
+    the prefixes below that point are counted from the longest down, each from its last
+    boundary (about a piece or two of work each).
+    """
+    first = 0
+    while first < len(stages) and _is_cut(stages[first], True):
+        first += 1
+    scan = stages[first] if first < len(stages) else None
+    reach = _reach_of(scan) if scan is not None and scan.split else None
+    starts: list[int] = []  # per scan piece: start, horizon, count before it, end of its cut
+    horizons: list[int] = []
+    before: list[int] = []
+    ends: list[int] = []
+    total, stop = 0, len(text) + 1
+    for s, e in _cut_spans(stages[:first], text):
+        part = text[s:e]
+        spans = _scan_spans(scan, reach, part) if reach is not None else [(0, e - s, 0)]
+        for a, b, h in spans:
+            if total > n:
+                stop = max(s + a + 1, min(s + h, e))
+                break
+            starts.append(s + a)
+            horizons.append(min(s + h, e))
+            before.append(total)
+            ends.append(e)
+            # a scan piece goes on through the later stages; a whole cut piece through the scan
+            total += count_from(first + 1 if reach is not None else first, part[a:b], _MANY)
+        if stop <= len(text):
+            break
+    if stop > len(text) and total <= n:
+        return len(text)
+    for k in range(min(stop - 1, len(text)), 0, -1):
+        j = bisect.bisect_left(starts, k) - 1
+        while j >= 0 and horizons[j] > k:
+            j -= 1
+        if j < 0:
+            return k  # no kept piece starts before k: nothing to count
+        if count_from(first, text[starts[j] : min(k, ends[j])], n - before[j]) is not None:
+            return k
+    return 0
+
+
+def shortest_suffix_by_horizon(
+    stages: list,
+    text: str,
+    start: int,
+    n: int,
+    count_from: Callable[[int, str, int], int | None],
+) -> int | None:
+    """The smallest ``k >= start`` with ``count(text[k:]) <= n`` for a pipeline of ``stages``
+    then BPE, from the count of every suffix in one pass from the end; None when a stage is
+    neither a cut (for suffixes: one class, or a run of it) nor an Isolated split ``_Reach``
+    reads (the caller then counts candidates).
+
+    A cut stage cuts ``text[k:]`` where it cuts the text; for the first other stage, the count
+    of ``text[p:]`` is that of its first gap (``text[p:m]``, a suffix of the text's gap before
+    the match at ``m``, counted the same way one stage down), the match ``text[m:e]``, and the
+    suffix from ``e``: the attempt at each position reads only the text after it, so it matches
+    alike in the text and in each of its suffixes (``_Reach`` refuses lookbehind and anchors).
+    Counts above ``n`` are kept as ``n + 1``. Cost: one attempt per position of the window and
+    the counts of the pieces it finds (a run costs its length per position inside it).
+    """
+    memo: dict[tuple[int, str], int] = {}
+
+    def whole(i: int, piece: str) -> int:
+        key = (i, piece)
+        found = memo.get(key)
+        if found is None:
+            more = count_from(i, piece, n)
+            found = memo[key] = n + 1 if more is None else more
+        return found
+
+    def suffixes(i: int, piece: str, lo: int) -> list[int] | None:
+        """count(piece[p:]) through stages[i:] for p = lo .. len(piece), capped at n + 1."""
+        size = len(piece)
+        if i == len(stages):
+            return [whole(i, piece[p:]) for p in range(lo, size)] + [0]
+        stage = stages[i]
+        if _is_cut(stage, False):
+            out = [0] * (size - lo + 1)
+            after = 0
+            spans = [(0, size)] if stage.split is False else list(_spans(piece, *stage.split))
+            end = size
+            for a, b in reversed(spans):
+                if b <= a:
+                    continue
+                for p in range(max(b, lo), end):
+                    out[p - lo] = after  # inside a removed segment
+                if b <= lo:
+                    end = b
+                    break
+                inner = suffixes(i + 1, piece[a:b], max(lo - a, 0))
+                if inner is None:
+                    return None
+                for p in range(max(a, lo), b):
+                    out[p - lo] = min(inner[p - a - max(lo - a, 0)] + after, n + 1)
+                if a <= lo:
+                    end = lo
+                    break
+                after = min(after + inner[0], n + 1)
+                end = a
+            for p in range(lo, end):
+                out[p - lo] = after
+            return out
+        split = getattr(stage, "split", None)
+        if not split or split[1:] != ("Isolated", False) or _reach_of(stage) is None:
+            return None
+        rx = split[0]
+        out = [0] * (size - lo + 1)
+        match_at: list[tuple[int, int] | None] = [None] * (size - lo + 1)
+        following: tuple[int, int] | None = None
+        for p in range(size - 1, lo - 1, -1):
+            m = rx.match(piece, p)
+            if m is not None:
+                following = m.span()
+            match_at[p - lo] = following
+        p = size - 1
+        while p >= lo:  # gap regions: positions whose next match lies beyond them
+            nxt = match_at[p - lo]
+            if nxt is not None and nxt[0] == p:
+                out[p - lo] = min(whole(i + 1, piece[p : nxt[1]]) + out[nxt[1] - lo], n + 1)
+                p -= 1
+                continue
+            gap_end = nxt[0] if nxt is not None else size
+            tail = (whole(i + 1, piece[gap_end : nxt[1]]) + out[nxt[1] - lo]) if nxt else 0
+            g = p
+            while g > lo and match_at[g - 1 - lo] == nxt and (nxt is None or nxt[0] != g - 1):
+                g -= 1
+            inner = suffixes(i + 1, piece[g:gap_end], 0)
+            if inner is None:
+                return None
+            for q in range(g, p + 1):
+                out[q - lo] = min(inner[q - g] + tail, n + 1)
+            p = g - 1
+        return out
+
+    counts = suffixes(0, text[start:], 0)  # a suffix's count reads only the suffix
+    if counts is None:
+        return None
+    return start + next(j for j, c in enumerate(counts) if c <= n)
+
+
 # ---------------------------------------------------------------------------------- the encoding
 def longest_prefix_within(enc: Encoding, window: str, n: int) -> int:
     """The largest ``k`` with ``count(window[:k]) <= n``, each candidate counted from the longest
@@ -1216,6 +1831,34 @@ class HFEncoding(Encoding):
         norm = self._normalizer
         return norm is None or text.isascii() or _not_inert(norm.forms).search(text) is None
 
+    def _as_stages(self, text: str) -> bool:
+        """Whether ``text`` and all its slices are counted by the stages and BPE alone: no added
+        token's text in it and a normalizer (if any) that changes none of its slices."""
+        norm = self._normalizer
+        if norm is None:
+            return self._no_added(text)
+        return norm.forms is not None and self._left_alone(text)
+
+    def _count_from(self, first: int, text: str, limit: int) -> int | None:
+        """The count of ``text`` through the stages from ``first`` on and BPE, None once it
+        passes ``limit`` (a piece that is a whole vocab token with ``ignore_merges`` counts 1)."""
+        pieces: Iterable[str] = [text]
+        for stage in self._stages[first:]:
+            pieces = stage(pieces)
+        core, whole = self._core, self._whole
+        total = 0
+        for piece in pieces:
+            if whole and piece.encode("utf-8") in whole:
+                total += 1
+                if total > limit:
+                    return None
+                continue
+            more = core.count_till_limit(piece, limit - total)
+            if more is None:
+                return None
+            total += more
+        return total
+
     def _token_span(self) -> int | None:
         """(4x) the most input weight one token can stand for (``_weight4``), or None when a
         token can stand for any amount of text (a normalizer that deletes, a ``Removed`` split,
@@ -1266,7 +1909,9 @@ class HFEncoding(Encoding):
         text = _valid(text)
         span = self._token_span()
         stop = len(text)
-        if span is not None:
+        if span is not None and text[: n * span // 4 + 1].isascii():
+            stop = min(stop, n * span // 4)  # 4 per ASCII character: the loop below, at once
+        elif span is not None:
             weight, cap = 0, n * span
             for k, char in enumerate(text):
                 weight += self._weight4(char)
@@ -1277,6 +1922,8 @@ class HFEncoding(Encoding):
         plain = self._plain()
         if plain is not None and plain._core.kind != _PAT_REGEX and self._left_alone(window):
             return plain.split_at(window, n)
+        if self._as_stages(window):
+            return longest_prefix_by_horizon(self._stages, window, n, self._count_from)
         return longest_prefix_within(self, window, n)
 
     def split_at_end(self, text: str, n: int) -> int:
@@ -1289,7 +1936,9 @@ class HFEncoding(Encoding):
         text = _valid(text)
         span = self._token_span()
         start = 0
-        if span is not None:
+        if span is not None and text[max(0, len(text) - n * span // 4 - 1) :].isascii():
+            start = max(0, len(text) - n * span // 4)  # 4 per ASCII character, as below
+        elif span is not None:
             weight, cap = 0, n * span
             for k in range(len(text) - 1, -1, -1):
                 weight += self._weight4(text[k])
@@ -1300,6 +1949,10 @@ class HFEncoding(Encoding):
         plain = self._plain()
         if plain is not None and plain._core.kind != _PAT_REGEX and self._left_alone(window):
             return start + plain.split_at_end(window, n)
+        if self._as_stages(window):
+            k = shortest_suffix_by_horizon(self._stages, text, start, n, self._count_from)
+            if k is not None:
+                return k
         return shortest_suffix_within(self, text, start, n)
 
     def interval_counter(self, text: str, *, piece_tables: bool = True):
@@ -1472,6 +2125,7 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
     pattern = _single_pattern(pre)
     simple = (
         pattern is not None
+        and pattern not in (_STARCODER_PATTERN, _DEEPSEEK_CODER_PATTERN)  # one-pass split_at
         and normalizer is None
         and not whole
         and not _possible(missing)

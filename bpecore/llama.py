@@ -32,6 +32,9 @@ import importlib.util
 import os
 import re
 
+import regex
+
+from bpecore.backtrack import BacktrackEncoder
 from bpecore.encoding import Encoding, _RecountingCounter, _valid
 from bpecore.load import VocabError, parse_tiktoken, read_file, tiktoken_vocab
 from bpecore.pretokenize import LLAMA3_PATTERN, O200K_PATTERN
@@ -232,8 +235,9 @@ class WholePieceEncoding(Encoding):
     The horizon tables count a piece's prefixes and suffixes by BPE alone, so they are exact only
     where no piece can spell a whole-piece token: on a text in which none of those tokens occurs
     (one search), ``split_at``, ``split_at_end`` and ``interval_counter`` run compiled; otherwise
-    they count candidates (``split_at``: only prefixes within ``n`` tokens' worth of bytes) or
-    queried slices, slower and as exact. The streaming counters recount the text per push.
+    ``split_at`` / ``split_at_end`` take the pipeline encodings' one pass over the pattern's
+    pieces (``hf.longest_prefix_by_horizon``) and interval counts count each queried slice,
+    slower and as exact. The streaming counters recount the text per push.
     """
 
     _whole_rx: re.Pattern[bytes] | None = None
@@ -262,9 +266,30 @@ class WholePieceEncoding(Encoding):
         window = text[: self._byte_window(text, n)]
         if not self._spells_whole(window):
             return super().split_at(window, n)
-        from bpecore.hf import longest_prefix_within
+        from bpecore.hf import longest_prefix_by_horizon
 
-        return longest_prefix_within(self, window, n)
+        return longest_prefix_by_horizon([self._stage()], window, n, self._count_from)
+
+    def _stage(self):
+        """The pattern as a pipeline stage (one Isolated split), for the horizon ``split_at``."""
+        stage = self.__dict__.get("_split_stage")
+        if stage is None:
+            from bpecore.hf import _split_stage
+
+            stage = self.__dict__["_split_stage"] = _split_stage(
+                regex.compile(self.pattern), "Isolated", False
+            )
+        return stage
+
+    def _count_from(self, first: int, text: str, limit: int) -> int | None:
+        """``text`` counted through the pattern (``first`` 0) or as one piece (1), None once
+        past ``limit``: a whole-piece token is looked up before BPE in both."""
+        if first == 0:
+            return self.count_till_limit(text, limit)
+        core = self.__dict__.get("_piece_core")
+        if core is None:
+            core = self.__dict__["_piece_core"] = BacktrackEncoder(self._vocab, None)
+        return core.count_till_limit(text, limit)
 
     def split_at_end(self, text: str, n: int) -> int:
         if n < 0:
@@ -274,9 +299,10 @@ class WholePieceEncoding(Encoding):
         window = text[start:]
         if not self._spells_whole(window):
             return start + super().split_at_end(window, n)
-        from bpecore.hf import shortest_suffix_within
+        from bpecore.hf import shortest_suffix_by_horizon, shortest_suffix_within
 
-        return shortest_suffix_within(self, text, start, n)
+        k = shortest_suffix_by_horizon([self._stage()], text, start, n, self._count_from)
+        return shortest_suffix_within(self, text, start, n) if k is None else k
 
     def interval_counter(self, text: str, *, piece_tables: bool = True):
         text = _valid(text)

@@ -546,6 +546,111 @@ def test_deepseek_count_is_linear_on_runs(deepseek):
         assert times[1] < max(8 * times[0], 0.05), (fill, times)
 
 
+# ------------------------------------------------------------- chains that one derived regex cuts
+def _starcoder_pre():
+    """StarCoder2: digits one by one, then GPT-2's ByteLevel regex."""
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+
+
+def _deepseek_coder_pre():
+    """DeepSeek-Coder v1: five chained Splits (as its file spells them), then the bytes."""
+    from bpecore.hf import _DEEPSEEK_CODER_STAGES
+
+    patterns = [p.replace(r"\r", "\r").replace(r"\n", "\n") for p in _DEEPSEEK_CODER_STAGES]
+    return pre_tokenizers.Sequence(
+        [
+            *(pre_tokenizers.Split(Regex(p), behavior="isolated", invert=False) for p in patterns),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+
+
+CHAINS = {
+    "starcoder": (_starcoder_pre, "_STARCODER_PATTERN"),
+    "deepseek-coder": (_deepseek_coder_pre, "_DEEPSEEK_CODER_PATTERN"),
+}
+#: Where the chains' classes meet: digits (and the 13 `tokenizers` counts as digits, `regex`
+#: not), whitespace before letters and punctuation, the ends of DeepSeek-Coder's CJK range
+#: (U+0800, U+4E00, U+9FA5, U+AC00, U+D7FF), an ideographic space, CJK punctuation and digits.
+_CHAIN_EDGES = (
+    "a  1 2\t\t3x  \n 4\u0661\U00011de0 \U00016ff4y's 5'S '9 ½ \u2167. 12,345 \u00b2 x\u0301 1"
+    " \u07ffa\u0800b \u4e00\u9fa5\u9fa6 \uac00\ud7ff\ud7fa .\u3000日\u3001、 \u3000. \u0966x\u0967 "
+    "\r\n\r \n\u3000\n:; !?\u00a0a \u00a0, $% ~~ 가나다 ひらがな カタカナ ٣٤"
+)
+_CHAIN_TEXT = st.lists(
+    st.sampled_from(
+        ["a", "Z", " ", "  ", "\t", "\n", "\r", "1", "\u0661", "\U00011de0", "\u00b2", "½", "'s",
+         "'", "S", ".", ",", "$", "\u0301", "日", "\u3000", "\u3001", "\u0966", "\u0915", "\u0800",
+         "\u07ff", "\u9fa6", "가", "\ud7ff", "\u00a0", "\U00016ff4"]
+    ),
+    max_size=20,
+).map("".join)  # fmt: skip
+
+
+def _chain(kind: str):
+    import regex
+
+    import bpecore.hf
+
+    pre, name = CHAINS[kind]
+    return pre(), regex.compile(getattr(bpecore.hf, name))
+
+
+@pytest.mark.parametrize("kind", CHAINS)
+def test_chain_is_one_regex(kind):
+    """The chain runs as one regex whose pieces are `tokenizers`' pieces (offsets), on 64 KB of
+    every corpus and where the chain's classes meet."""
+    pre, rx = _chain(kind)
+    texts = [read_corpus(name)[: DEFAULT_BYTES * 4] for name in (*CORPORA, "adv_unicode")]
+    for text in [*texts, _CHAIN_EDGES]:
+        assert [m.span() for m in rx.finditer(text)] == [sp for _, sp in pre.pre_tokenize_str(text)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", CHAINS)
+def test_chain_full_corpora(kind):
+    pre, rx = _chain(kind)
+    for name in (*CORPORA, "adv_unicode"):
+        text = read_corpus(name)
+        assert [m.span() for m in rx.finditer(text)] == [sp for _, sp in pre.pre_tokenize_str(text)]
+
+
+@pytest.mark.parametrize("kind", CHAINS)
+@given(text=_CHAIN_TEXT)
+def test_hyp_chain_is_one_regex(kind, text):
+    pre, rx = _chain(kind)
+    assert [m.span() for m in rx.finditer(text)] == [sp for _, sp in pre.pre_tokenize_str(text)]
+
+
+@pytest.mark.parametrize("kind", CHAINS)
+def test_chain_file_takes_the_one_regex(kind, tmp_path):
+    """A file with the chain counts through the one regex (compiled core), stays a pipeline
+    encoding (its split_at keeps the one pass) and equals `tokenizers` on every corpus slice."""
+    import bpecore.hf
+
+    pre, name = CHAINS[kind]
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre()
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=700, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(_train_text(), trainer)
+    tok.add_special_tokens([AddedToken("<|endoftext|>", normalized=False)])
+    path = tmp_path / f"{kind}.json"
+    path.write_text(tok.to_str())
+    enc = bpecore.load_hf(str(path))
+    assert isinstance(enc, HFEncoding)
+    assert enc._segment_core.pattern == getattr(bpecore.hf, name)
+    for text in [*(read_corpus(c)[:DEFAULT_BYTES] for c in CORPORA), _CHAIN_EDGES]:
+        assert enc.encode_ordinary(text) == tok.encode(text, add_special_tokens=False).ids
+
+
 # ------------------------------------------------------------------------------------ Qwen2 (real)
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 

@@ -2,7 +2,8 @@
 
 ``split_at``, ``split_at_end``, interval counts, the appending and prepending counters and the
 chunker on a Qwen-style file (NFC, one Split), a DeepSeek-style file (three chained Splits), a
-file whose pipeline can drop text (NFKC + Replace, stripping added tokens) and Tekken. The
+file whose pipeline can drop text (NFKC + Replace, stripping added tokens), DeepSeek-Coder v1,
+Falcon and StarCoder2 chains, and Tekken. The
 reference is brute force over every prefix, suffix or slice, counted by Hugging Face
 `tokenizers` on the same file (by bpecore's own ``count`` for Tekken, which test_tekken.py checks
 against `mistral-common`).
@@ -65,7 +66,49 @@ def _dropping():
     )
 
 
-CONFIGS = {"qwen-nfc": _qwen_nfc, "deepseek-chained": _deepseek_chained, "dropping": _dropping}
+def _iso(pattern: str):
+    return pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False)
+
+
+_BYTES = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+
+
+def _deepseek_coder():
+    """DeepSeek-Coder v1's five chained Splits (as llama.cpp's ``deepseek-coder`` runs them)."""
+    cjk = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
+    return None, pre_tokenizers.Sequence(
+        [_iso("[\r\n]"), _iso(r"\s?\p{L}+"), _iso(r"\s?\p{P}+"), _iso(cjk), _iso(r"\p{N}"), _BYTES]
+    )
+
+
+def _falcon():
+    """Falcon's punctuation runs, GPT-2's regex without its last whitespace run, digit triples."""
+    words = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+    return None, pre_tokenizers.Sequence(
+        [_iso(r"[\p{P}\$\+<=>\^~\|`]+"), _iso(words), _iso("[0-9][0-9][0-9]"), _BYTES]
+    )
+
+
+def _starcoder():
+    """StarCoder2: digits one by one, then GPT-2's ByteLevel regex."""
+    return None, pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+
+
+CONFIGS = {
+    "qwen-nfc": _qwen_nfc,
+    "deepseek-chained": _deepseek_chained,
+    "dropping": _dropping,
+    "deepseek-coder": _deepseek_coder,
+    "falcon": _falcon,
+    "starcoder": _starcoder,
+}
+#: The pipelines whose split_at takes the horizon pass on a text without added tokens.
+HORIZON_KINDS = ["deepseek-chained", "deepseek-coder", "falcon", "starcoder"]
 KINDS = [*CONFIGS, "tekken"]
 
 
@@ -170,6 +213,37 @@ def test_split_at_end_is_the_smallest_fitting_suffix(encodings, kind):
             assert enc.split_at_end(text, n) == _split_at_end_ref(count, text, n), (text, n)
 
 
+@pytest.mark.parametrize("kind", HORIZON_KINDS)
+def test_split_at_takes_the_horizon_pass(encodings, kind, monkeypatch):
+    """split_at and split_at_end of the chained pipelines count no candidate from scratch: the
+    slower loops are not called, and the answers still equal brute force far into a text."""
+    import bpecore.hf
+
+    def refuse(*args):
+        raise AssertionError("the candidate loop ran")
+
+    monkeypatch.setattr(bpecore.hf, "longest_prefix_within", refuse)
+    monkeypatch.setattr(bpecore.hf, "shortest_suffix_within", refuse)
+    enc, count = encodings[kind]
+    text = (
+        read_corpus("code")[:3000] + "Cafe\u0301 12345 日本語 " + read_corpus("multilingual")[:1500]
+    )
+    rng = random.Random(7)
+    for n in (0, 7, 60, 333, 900):
+        k = enc.split_at(text, n)
+        assert count(text[:k]) <= n
+        assert all(count(text[:j]) > n for j in range(k + 1, min(len(text), k + 120) + 1))
+        k = enc.split_at_end(text, n)
+        assert count(text[k:]) <= n
+        assert all(count(text[j:]) > n for j in range(max(0, k - 120), k))
+    for _ in range(40):
+        start = rng.randrange(len(text) - 200)
+        piece = text[start : start + rng.randrange(1, 200)]
+        n = rng.randrange(0, 40)
+        assert enc.split_at(piece, n) == _split_at_ref(count, piece, n), (piece, n)
+        assert enc.split_at_end(piece, n) == _split_at_end_ref(count, piece, n), (piece, n)
+
+
 @pytest.mark.parametrize("kind", ["qwen-nfc", "deepseek-chained", "tekken"])
 def test_split_at_on_long_text(encodings, kind):
     """The window bound: the answer far into a long text, and the whole text when it fits
@@ -260,6 +334,55 @@ def test_hyp_operations_match_definitions(encodings, kind, text, n, data):
     assert enc.interval_counter(text).count(i, j) == count(text[i:j])
 
 
+#: The patterns of the families' stages (and Llama 3's, Qwen2's, GPT-2's), read by _Reach.
+_REACH_PATTERNS = [
+    r"\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    DEEPSEEK_WORDS.replace(r"\r", "\r").replace(r"\n", "\n"),
+    r"\s?\p{L}+",
+    r"\s?\p{P}+",
+    r"[\p{P}\$\+<=>\^~\|`]+",
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+    "[0-9][0-9][0-9]",
+    QWEN2_PATTERN,
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    r"(?V1)[[\p{L}--[a-z]]]{2,}x|(?:ab|c)+(?=\d)|a{2,4}?",
+]
+_REACH_TEXT = st.lists(
+    st.sampled_from(["a", "b", "c", "x", "A", " ", "  ", "\n", "\r\n", "1", "234", ".", "'s", "'S",
+                     ",", "$", "日本", "ア", "\u0301", "é", "\t"]), max_size=16
+).map("".join)  # fmt: skip
+
+
+@pytest.mark.parametrize("pattern", _REACH_PATTERNS)
+@given(text=_REACH_TEXT)
+def test_hyp_reach_bounds_what_an_attempt_reads(pattern, text):
+    """The attempt at q gives the same result on every prefix text[:c] with c >= horizon(q):
+    what the horizon pass of split_at relies on."""
+    import regex
+
+    from bpecore.hf import _Reach, _ReachText
+
+    rx, reach, seen = regex.compile(pattern), _Reach(pattern), _ReachText(text)
+    for q in range(len(text) + 1):
+        h = reach.horizon(seen, q)
+        m = rx.match(text, q)
+        want = m.span() if m else None
+        for c in range(max(h, q), len(text) + 1):
+            m = rx.match(text[:c], q)
+            assert (m.span() if m else None) == want, (q, c, h)
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"(?<=a)b", r"\bx", r"^a", r"a$", r"(a)\1", r"a*", r"(?V1)(?i:s)", r"(?i)a", r"\Ka"]
+)
+def test_reach_refuses_what_it_does_not_read(pattern):
+    from bpecore.hf import _NoReach, _Reach
+
+    with pytest.raises(_NoReach):
+        _Reach(pattern)
+
+
 def test_llama3_whole_piece_operations():
     """Llama 3's whole-piece encoding inherits the pipeline's exact operations (its ``count`` is
     checked against Meta's tokenizer in test_llama.py)."""
@@ -269,6 +392,12 @@ def test_llama3_whole_piece_operations():
         pytest.skip("llama-models (test extra) is not installed: it carries Llama 3's file")
     text = read_corpus("english")[:200] + " .:.:.:.: " + read_corpus("code")[:120]
     for n in (0, 3, 17, 60):
+        assert enc.split_at(text, n) == _split_at_ref(enc.count, text, n)
+        assert enc.split_at_end(text, n) == _split_at_end_ref(enc.count, text, n)
+    whole = ".:.:.:.:.:.:.:.:.:.:.:.:.:.:.:.:"  # a token BPE never forms: the horizon pass
+    assert enc.count(whole) == 1
+    text = read_corpus("multilingual")[:150] + whole + " характеристики" + read_corpus("code")[:150]
+    for n in (0, 2, 9, 31, 70):
         assert enc.split_at(text, n) == _split_at_ref(enc.count, text, n)
         assert enc.split_at_end(text, n) == _split_at_end_ref(enc.count, text, n)
     ic = enc.interval_counter(text)
