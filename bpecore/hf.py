@@ -1833,7 +1833,10 @@ class HFEncoding(Encoding):
 
     def _as_stages(self, text: str) -> bool:
         """Whether ``text`` and all its slices are counted by the stages and BPE alone: no added
-        token's text in it and a normalizer (if any) that changes none of its slices."""
+        token's text in it, no character the pipeline drops (a byte the vocab lacks) and a
+        normalizer (if any) that changes none of its slices."""
+        if self._dropping is not None and self._dropping.search(text) is not None:
+            return False
         norm = self._normalizer
         if norm is None:
             return self._no_added(text)
@@ -1896,6 +1899,10 @@ class HFEncoding(Encoding):
         norm = self._normalizer
         return size if norm is not None and norm.shrink == "nf" else 4 * size
 
+    def _weighs_4(self, text: str) -> bool:
+        """Whether every character of ``text`` weighs 4 (``_weight4``): ASCII, none dropped."""
+        return text.isascii() and (self._dropping is None or self._dropping.search(text) is None)
+
     def split_at(self, text: str, n: int) -> int:
         """The largest character offset ``k`` with ``count(text[:k]) <= n``.
 
@@ -1909,7 +1916,7 @@ class HFEncoding(Encoding):
         text = _valid(text)
         span = self._token_span()
         stop = len(text)
-        if span is not None and text[: n * span // 4 + 1].isascii():
+        if span is not None and self._weighs_4(text[: n * span // 4 + 1]):
             stop = min(stop, n * span // 4)  # 4 per ASCII character: the loop below, at once
         elif span is not None:
             weight, cap = 0, n * span
@@ -1936,7 +1943,7 @@ class HFEncoding(Encoding):
         text = _valid(text)
         span = self._token_span()
         start = 0
-        if span is not None and text[max(0, len(text) - n * span // 4 - 1) :].isascii():
+        if span is not None and self._weighs_4(text[max(0, len(text) - n * span // 4 - 1) :]):
             start = max(0, len(text) - n * span // 4)  # 4 per ASCII character, as below
         elif span is not None:
             weight, cap = 0, n * span
