@@ -17,8 +17,9 @@ from bpecore import prefix as _prefix
 from bpecore._text import clean as _clean
 from bpecore.appendable import AppendableCounter, PrependableCounter
 from bpecore.backtrack import BacktrackEncoder
-from bpecore.batch import count_text as _count_text
+from bpecore.batch import count_long as _count_long
 from bpecore.batch import encode_batch as _encode_batch
+from bpecore.batch import encode_long as _encode_long
 from bpecore.interval import IntervalCounter
 from bpecore.prefix import KIND_REGEX as _PAT_REGEX
 from bpecore.prefix import SuffixTrie
@@ -232,31 +233,34 @@ class Encoding:
         return {v.token_bytes(i): v.id_of_index(i) for i in range(len(v))}
 
     # ----------------------------------------------------------------- encoding
-    def encode_ordinary(self, text: str) -> list[int]:
+    def encode_ordinary(self, text: str, *, num_threads: int = 1) -> list[int]:
         """Encode ``text``, treating special-token strings as plain text.
+
+        ``num_threads`` as in ``count``; the ids are the same.
 
         >>> get_encoding("cl100k_base").encode_ordinary("hello <|endoftext|>")
         [15339, 83739, 8862, 728, 428, 91, 29]
         """
         try:
-            return self._core.encode(text)
+            return _encode_long(self._core, text, num_threads)
         except UnicodeEncodeError:
-            return self._core.encode(_clean(text))
+            return _encode_long(self._core, _clean(text), num_threads)
 
     def count(self, text: str, *, num_threads: int = 1) -> int:
         """``len(encode_ordinary(text))``, without building the list.
 
-        With ``num_threads`` > 1, a text of 128 KB or more (shipped patterns) is cut at piece
-        boundaries that no context can move and its segments are counted on up to that many
-        threads; the count is the same (notes in ``bpecore/batch.pyx``).
+        With ``num_threads`` > 1, a text of 32K characters or more (the shipped patterns and the
+        open models' Llama 3, Qwen2 and Tekken ones) is cut at piece boundaries that no context
+        can move and its segments are counted on up to that many threads; the count is the same
+        (notes in ``bpecore/batch.pyx``).
 
         >>> get_encoding("o200k_base").count("hello world")
         2
         """
         try:
-            return _count_text(self._core, text, num_threads)
+            return _count_long(self._core, text, num_threads)
         except UnicodeEncodeError:
-            return _count_text(self._core, _clean(text), num_threads)
+            return _count_long(self._core, _clean(text), num_threads)
 
     def encode(
         self,
@@ -264,12 +268,13 @@ class Encoding:
         *,
         allowed_special: AllowedSpecial = frozenset(),
         disallowed_special: DisallowedSpecial = "all",
+        num_threads: int = 1,
     ) -> list[int]:
         """Encode ``text`` with tiktoken's special-token rules.
 
         Special-token strings listed in ``allowed_special`` become their ids; any in
         ``disallowed_special`` (default: all that are not allowed) raise ``ValueError``; the others
-        are encoded as plain text.
+        are encoded as plain text. ``num_threads`` as in ``count``; the ids are the same.
 
         >>> enc = get_encoding("cl100k_base")
         >>> enc.encode("hi<|endoftext|>", allowed_special="all")
@@ -277,17 +282,17 @@ class Encoding:
         """
         allowed = self._check_special(text, allowed_special, disallowed_special)
         if not allowed:
-            return self.encode_ordinary(text)
+            return self.encode_ordinary(text, num_threads=num_threads)
         out: list[int] = []
         pos = 0
         while True:
             found = self._find_special(text, allowed, pos)
             if found is None:
-                out += self.encode_ordinary(text[pos:]) if pos else self.encode_ordinary(text)
+                out += self.encode_ordinary(text[pos:] if pos else text, num_threads=num_threads)
                 return out
             start, special = found
             if start > pos:
-                out += self.encode_ordinary(text[pos:start])
+                out += self.encode_ordinary(text[pos:start], num_threads=num_threads)
             out.append(self.special_tokens[special])
             pos = start + len(special)
 
