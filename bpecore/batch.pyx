@@ -39,6 +39,7 @@ Memory: per thread, the UTF-8 of one segment; encode, the ids of the segments no
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 from libc.stdint cimport uint8_t, uint16_t, uint32_t
+from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
 from bpecore._classes cimport PAT_CL100K, PAT_LLAMA3, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX, PAT_TEKKEN
@@ -58,6 +59,9 @@ cdef extern from "Python.h":
     ctypedef struct PyCompactUnicodeObject:
         Py_ssize_t utf8_length
         char* utf8
+    PyObject** PySequence_Fast_ITEMS(object o)
+    void Py_SET_SIZE(object o, Py_ssize_t n)
+    list PyList_New(Py_ssize_t n)
 
 
 cdef enum:
@@ -76,7 +80,7 @@ cdef struct Text:
 
 cdef struct Split:
     # One long text cut for several threads (count_long, encode_long). Window k is the code units
-    # [k * window, (k + 1) * window), the last one to the end; segment k runs from the first cut
+    # [starts[k], starts[k + 1]); segment k runs from the first cut
     # (first_cut) in window k (0 for k = 0) to the first cut in a later window, or to the end,
     # and is empty when window k holds none. Every thread finds the cuts of the segments it
     # claims: the same ones, as they depend on the text alone.
@@ -84,8 +88,8 @@ cdef struct Split:
     unsigned int kind       #: bytes per code unit of ``data``: 1 (UTF-8 or Latin-1), 2 or 4
     bint utf8               #: ``data`` is UTF-8 (an ASCII str, or the str's cached UTF-8)
     Py_ssize_t size         #: code units in ``data``
-    Py_ssize_t window       #: code units per window
-    Py_ssize_t windows      #: how many windows (the last one takes the rest)
+    const Py_ssize_t* starts    #: windows + 1 offsets: 0, ..., size
+    Py_ssize_t windows      #: how many windows
     bint newline_cuts       #: a \n followed by an ASCII letter is a cut (not for r50k)
 
 
@@ -303,7 +307,8 @@ def encode_batch(BacktrackEncoder core, texts, Py_ssize_t num_threads, bint coun
 # One long text on several threads
 
 cdef enum:
-    SEGMENT_UNITS = 1 << 14     #: a long text is cut about every this many code units (or bytes)
+    SEGMENT_UNITS = 1 << 14     #: the smallest window, in code units (or bytes)
+    GUIDE = 4                   #: a window is at most 1 / (GUIDE * threads) of the text left
     CALL_CACHE_BYTES = 1 << 19  #: the call's own piece table when the encoder's cache is off
 
 
@@ -357,8 +362,7 @@ cdef Py_ssize_t first_cut(const unit_t* u, Py_ssize_t lo, Py_ssize_t hi, bint ne
 
 cdef Py_ssize_t window_cut(const Split* sp, Py_ssize_t k) noexcept nogil:
     """first_cut in window k of ``sp`` (-1: none)."""
-    cdef Py_ssize_t lo = k * sp.window
-    cdef Py_ssize_t hi = sp.size if k + 1 >= sp.windows else lo + sp.window
+    cdef Py_ssize_t lo = sp.starts[k], hi = sp.starts[k + 1]
     if sp.kind == 1:
         return first_cut(<const uint8_t*>sp.data, lo, hi, sp.newline_cuts)
     if sp.kind == 2:
@@ -389,26 +393,47 @@ cdef bint segment_of(const Split* sp, Py_ssize_t k, Text* t) noexcept nogil:
     return True
 
 
-cdef int build_split(BacktrackEncoder core, Batch* b, list result) except -1:
-    """Append the ids of the finished segments ``built <= i < scan`` to ``result``, in order;
-    their id vectors are freed. 1 if one held a lone surrogate (nothing appended for it)."""
+cdef int build_split(BacktrackEncoder core, Batch* b, list parts) except -1:
+    """Append the list of ids of each finished segment ``built <= i < scan`` to ``parts``, in
+    order; their id vectors are freed. 1 if one held a lone surrogate (nothing appended for it)."""
     cdef Py_ssize_t i
     cdef int redo = 0
     for i in range(b.built, b.scan):
         if b.work.state(i) == REDO:
             redo = 1
         elif b.outs[i].size():
-            result += core._to_list(b.outs[i])
+            parts.append(core._to_list(b.outs[i]))
             b.outs[i].clear()
             b.outs[i].shrink_to_fit()
     b.built = b.scan
     return redo
 
 
-cdef bint split_text(BacktrackEncoder core, str text, Py_ssize_t segment, Split* sp) except -1:
-    """Fill ``sp`` for ``text`` cut about every ``segment`` code units; False when it is not cut
-    (under 2 windows, or a pattern first_cut does not know)."""
-    cdef Py_ssize_t m = PyUnicode_GET_LENGTH(text)
+cdef list join_lists(list parts):
+    """One list of the items of ``parts``, in order; the references move (``parts`` are left
+    empty): a pointer copy per item, where extending a list takes an increment and the part's
+    release a decrement."""
+    cdef Py_ssize_t total = 0, k
+    cdef list part
+    for part in parts:
+        total += len(part)
+    cdef list result = PyList_New(total)
+    cdef PyObject** dst = PySequence_Fast_ITEMS(result)
+    for part in parts:
+        k = len(part)
+        memcpy(dst, PySequence_Fast_ITEMS(part), k * sizeof(PyObject*))
+        dst += k
+        Py_SET_SIZE(part, 0)
+    return result
+
+
+cdef bint split_text(BacktrackEncoder core, str text, Py_ssize_t segment, Py_ssize_t threads,
+                     Split* sp, vector[Py_ssize_t]& starts) except -1:
+    """Fill ``sp`` (its windows in ``starts``) for ``text`` on ``threads`` threads; False when it
+    is not cut (under 2 windows, or a pattern first_cut does not know). The windows shrink as the
+    text is used up, from 1 / (GUIDE * threads) of it down to ``segment`` (guided scheduling):
+    few segments, and small ones last, so that the threads finish together."""
+    cdef Py_ssize_t m = PyUnicode_GET_LENGTH(text), pos = 0, w
     cdef PyCompactUnicodeObject* compact
     if segment < 1:
         raise ValueError("segment must be at least 1 code unit")
@@ -416,7 +441,6 @@ cdef bint split_text(BacktrackEncoder core, str text, Py_ssize_t segment, Split*
                                             PAT_TEKKEN):
         return False
     sp.newline_cuts = core.kind != PAT_R50K
-    sp.window = segment
     if PyUnicode_IS_ASCII(text):
         sp.data = PyUnicode_DATA(text)
         sp.size = m
@@ -433,7 +457,15 @@ cdef bint split_text(BacktrackEncoder core, str text, Py_ssize_t segment, Split*
         sp.size = m
         sp.kind = PyUnicode_KIND(text)
         sp.utf8 = False
-    sp.windows = sp.size // segment
+    starts.clear()
+    while sp.size - pos >= 2 * segment:
+        starts.push_back(pos)
+        w = max(segment, (sp.size - pos) // (GUIDE * threads))
+        pos += min(w, sp.size - pos - segment)
+    starts.push_back(pos)
+    starts.push_back(sp.size)
+    sp.starts = starts.data()
+    sp.windows = starts.size() - 1
     return sp.windows >= 2
 
 
@@ -443,15 +475,16 @@ cdef object run_long(BacktrackEncoder core, str text, Py_ssize_t num_threads, Py
     thread)."""
     cdef Py_ssize_t m = PyUnicode_GET_LENGTH(text), i, total = 0, nthreads
     cdef Split sp
+    cdef vector[Py_ssize_t] starts
     cdef BpeWork work
     cdef Batch b
     cdef vector[Py_ssize_t] counts
     cdef vector[vector[uint32_t]] outs
     cdef CacheTable table
     cdef CacheTable own = None
-    cdef list result
+    cdef list parts
     cdef int redo = 0
-    if num_threads <= 1 or not split_text(core, text, segment, &sp):
+    if num_threads <= 1 or not split_text(core, text, segment, num_threads, &sp, starts):
         return None
     nthreads = min(num_threads, sp.windows)
     table = core.piece_cache.get()
@@ -476,7 +509,7 @@ cdef object run_long(BacktrackEncoder core, str text, Py_ssize_t num_threads, Py
     b.scan = b.built = 0
     b.backlog = max(1, sp.windows >> 4)
     b.exhausted = False
-    result = []
+    parts = []
     try:
         with nogil:
             work.start(<int>nthreads - 1, run_texts, &b)
@@ -489,13 +522,13 @@ cdef object run_long(BacktrackEncoder core, str text, Py_ssize_t num_threads, Py
                         break
                     if b.scan > b.built:
                         with gil:
-                            redo |= build_split(core, &b, result)
+                            redo |= build_split(core, &b, parts)
             work.join()
         if work.failed():
             raise MemoryError("a thread ran out of memory")
         if not count_only:
             b.scan = sp.windows
-            redo |= build_split(core, &b, result)
+            redo |= build_split(core, &b, parts)
     finally:
         work.stop()
         work.join()
@@ -506,7 +539,7 @@ cdef object run_long(BacktrackEncoder core, str text, Py_ssize_t num_threads, Py
             total += counts[i]
     if redo:
         raise UnicodeEncodeError("utf-8", text, 0, m, "surrogates not allowed")
-    return total if count_only else result
+    return total if count_only else join_lists(parts)
 
 
 def count_long(BacktrackEncoder core, str text, Py_ssize_t num_threads,
@@ -531,15 +564,17 @@ def encode_long(BacktrackEncoder core, str text, Py_ssize_t num_threads,
     return core.encode(text) if ids is None else ids
 
 
-def long_cuts(BacktrackEncoder core, str text, Py_ssize_t segment=SEGMENT_UNITS):
-    """Where count_long and encode_long cut ``text``: the start of each segment, in the code
-    units they read (characters, or UTF-8 bytes for an ASCII str or one with its UTF-8 cached);
-    [0] when it is not cut."""
+def long_cuts(BacktrackEncoder core, str text, Py_ssize_t num_threads,
+              Py_ssize_t segment=SEGMENT_UNITS):
+    """Where count_long and encode_long on ``num_threads`` threads cut ``text``: the start of each
+    segment, in the code units they read (characters, or UTF-8 bytes for an ASCII str or one
+    with its UTF-8 cached); [0] when it is not cut."""
     cdef Split sp
+    cdef vector[Py_ssize_t] windows
     cdef Text t
     cdef Py_ssize_t k
     cdef list starts = [0]
-    if not split_text(core, text, segment, &sp):
+    if not split_text(core, text, segment, num_threads, &sp, windows):
         return starts
     for k in range(1, sp.windows):
         if segment_of(&sp, k, &t):

@@ -75,20 +75,27 @@ def test_corpus_threads_equal_one(name, corpus, piece_cache):
 
 
 def test_corpora_are_cut():
-    """The corpora with words are cut where the windows say (so the tests above test cuts), at
-    first_cut places; a run of one letter has none, and is one segment."""
+    """The corpora with words are cut (so the tests above test cuts), at first_cut places, in
+    segments that shrink towards the end (guided: the last ones are the smallest); a run of one
+    letter has no cut, and is one segment."""
     core = exact_encoding("cl100k_base")._core
     for corpus in ("english", "code", "multilingual"):
         text = read_corpus(corpus)
-        starts = long_cuts(core, text)
-        assert len(starts) > 20, corpus
-        for c in starts[1:]:
-            a, b = text[c - 1], text[c]
-            assert (a.isascii() and a.isalnum() and b in " \n") or (a == "\n" and b.isascii()), c
-    assert long_cuts(core, "a" * 100_000, 1000) == [0]
-    # "abc abc ...": a cut before each space (4j + 3); each 10-character window holds one or two.
-    want = [0] + [min(c for c in range(10 * k, 10 * k + 10) if c % 4 == 3) for k in range(1, 4000)]
-    assert long_cuts(core, "abc " * 10_000, 10) == want
+        for threads in (2, 4):
+            starts = long_cuts(core, text, threads)
+            assert len(starts) > 10, corpus
+            for c in starts[1:]:
+                a, b = text[c - 1], text[c]
+                assert (a.isascii() and a.isalnum() and b in " \n") or (
+                    a == "\n" and b.isascii() and b.isalpha()
+                ), (corpus, c)
+            sizes = [b - a for a, b in zip(starts, starts[1:])]
+            assert sizes[0] > 3 * sizes[-2], (corpus, sizes)
+    assert long_cuts(core, "a" * 100_000, 2, 1000) == [0]
+    assert long_cuts(core, "abc " * 1000, 2, 4000) == [0]  # under 2 windows: not cut
+    # "abc abc ...": a cut before each space (4j + 3); every window holds one.
+    starts = long_cuts(core, "abc " * 10_000, 2, 10)
+    assert len(starts) > 40 and all(c % 4 == 3 for c in starts[1:])
 
 
 PARTS = st.sampled_from(
