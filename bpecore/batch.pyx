@@ -91,6 +91,7 @@ cdef struct Split:
     const Py_ssize_t* starts    #: windows + 1 offsets: 0, ..., size
     Py_ssize_t windows      #: how many windows
     bint newline_cuts       #: a \n followed by an ASCII letter is a cut (not for r50k)
+    bint own_table          #: the piece table is the call's own (the encoder's cache is off)
 
 
 cdef struct Batch:
@@ -117,6 +118,7 @@ cdef void encode_one(Batch* b, Py_ssize_t i, vector[uint32_t]& scratch, vector[u
     """Encode or count text ``i`` (segment ``i`` of ``split``) into its slot, then mark it finished."""
     cdef const Text* t = &b.texts[i] if b.split == NULL else NULL
     cdef Text seg
+    cdef BpeCacheTable* shared = b.shared
     if b.split != NULL:
         if not segment_of(b.split, i, &seg):
             if b.count_only:
@@ -124,6 +126,8 @@ cdef void encode_one(Batch* b, Py_ssize_t i, vector[uint32_t]& scratch, vector[u
             b.work.finish(i, DONE)
             return
         t = &seg
+        if b.split.own_table and seg.n == b.split.size:
+            shared = NULL   # not cut after all: encode_text's own cache, as on one thread
     cdef const uint8_t* s = t.s
     cdef Py_ssize_t n = t.n
     cdef vector[uint32_t]* out = &scratch if b.count_only else &b.outs[i]
@@ -139,9 +143,9 @@ cdef void encode_one(Batch* b, Py_ssize_t i, vector[uint32_t]& scratch, vector[u
     if not b.count_only:
         out.reserve(n // 3 + 16)
     if b.ends != NULL:
-        n = encode_text(b.v, b.kind, s, n, b.ends[i], out[0], b.count_only, b.shared)
+        n = encode_text(b.v, b.kind, s, n, b.ends[i], out[0], b.count_only, shared)
     else:
-        n = encode_text(b.v, b.kind, s, n, no_ends, out[0], b.count_only, b.shared)
+        n = encode_text(b.v, b.kind, s, n, no_ends, out[0], b.count_only, shared)
     if b.count_only:
         b.counts[i] = n
     b.work.finish(i, DONE)
@@ -491,6 +495,7 @@ cdef object run_long(BacktrackEncoder core, str text, Py_ssize_t num_threads, Py
     if table.ptr == NULL:   # cache off: the call's own table stands in for encode_text's local one
         own = CacheTable(min(<Py_ssize_t>CALL_CACHE_BYTES, sp.size))
         table = own
+    sp.own_table = own is not None
     work.reset(sp.windows)
     if count_only:
         counts.resize(sp.windows)
