@@ -4,7 +4,7 @@
                                     [--encodings cl100k_base,o200k_base] [--cache off|on]
 
 For each encoding, corpus, size (MB of UTF-8) and operation (``Encoding.count`` and
-``Encoding.encode_ordinary`` with ``num_threads``), ``--reps`` rounds; in each round every thread
+``Encoding.encode_long`` with ``num_threads``), ``--reps`` rounds; in each round every thread
 count gets the round's text once, in an order rotated from round to round (interleaved A/B/C), as
 a fresh str (no UTF-8 cached in it by an earlier call). The text of round r is the corpus (1 MB
 in ../shared/corpora) read from an offset r * len / (reps + 1) on, wrapping around, up to the
@@ -138,7 +138,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in args.encodings.split(","):
         enc = bpecore.get_encoding(name)
-        ops = {"count": enc.count, "encode": enc.encode_ordinary}
+        ops = {"count": enc.count, "encode": enc.encode_long}
         for cname in args.corpora.split(","):
             body = corpus(cname)
             for size_mb in args.sizes.split(","):

@@ -28,12 +28,13 @@ Memory: per thread, the UTF-8 of one segment; encode, the ids of the segments no
 # - encoding.py gives a thread at least 16K characters: starting and joining one costs ~80 us
 #   here, the break-even (4).
 # - No persistent pool (not done).
-# - One long text: cut into segments of 16K code units claimed like texts, each one's cuts
-#   found and its UTF-8 made by the thread that claims it (no serial step before the threads
-#   start); with the piece cache off, the call's own table stands in for encode_text's local
-#   cache, which a segment would start empty: 2-thread CPU +20-30% over one thread on the
-#   multilingual corpus with 64 KB segments and one serial UTF-8 pass, +0-5% now (6, 7).
-#   Opt-in (num_threads=1 by default): see docs/perf/batch.md for the loaded-machine figures.
+# - One long text: cut into segments claimed like texts, shrinking from 1 / (4 * threads) of the
+#   text left to 16K code units (guided), each one's cuts found and its UTF-8 made by the thread
+#   that claims it (no serial step before the threads start); with the piece cache off, the
+#   call's own table stands in for encode_text's local cache, which a segment would start
+#   empty: count's 2-thread CPU over one thread on the multilingual corpus was +20-30% with
+#   64 KB segments and one serial UTF-8 pass, +0-5% now; encode moves the segments' list items
+#   into one list (7). Opt-in (num_threads=1 by default): docs/perf/batch.md, step 7.
 # The measurements behind these decisions: docs/perf/batch.md.
 
 from cpython.object cimport PyObject

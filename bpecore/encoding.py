@@ -233,14 +233,21 @@ class Encoding:
         return {v.token_bytes(i): v.id_of_index(i) for i in range(len(v))}
 
     # ----------------------------------------------------------------- encoding
-    def encode_ordinary(self, text: str, *, num_threads: int = 1) -> list[int]:
+    def encode_ordinary(self, text: str) -> list[int]:
         """Encode ``text``, treating special-token strings as plain text.
-
-        ``num_threads`` as in ``count``; the ids are the same.
 
         >>> get_encoding("cl100k_base").encode_ordinary("hello <|endoftext|>")
         [15339, 83739, 8862, 728, 428, 91, 29]
         """
+        try:
+            return self._core.encode(text)
+        except UnicodeEncodeError:
+            return self._core.encode(_clean(text))
+
+    def _encode_ordinary_long(self, text: str, num_threads: int) -> list[int]:
+        """``encode_ordinary`` on up to ``num_threads`` threads (``count``'s cuts)."""
+        if num_threads <= 1:
+            return self.encode_ordinary(text)
         try:
             return _encode_long(self._core, text, num_threads)
         except UnicodeEncodeError:
@@ -268,31 +275,52 @@ class Encoding:
         *,
         allowed_special: AllowedSpecial = frozenset(),
         disallowed_special: DisallowedSpecial = "all",
-        num_threads: int = 1,
     ) -> list[int]:
         """Encode ``text`` with tiktoken's special-token rules.
 
         Special-token strings listed in ``allowed_special`` become their ids; any in
         ``disallowed_special`` (default: all that are not allowed) raise ``ValueError``; the others
-        are encoded as plain text. ``num_threads`` as in ``count``; the ids are the same.
+        are encoded as plain text.
 
         >>> enc = get_encoding("cl100k_base")
         >>> enc.encode("hi<|endoftext|>", allowed_special="all")
         [6151, 100257]
         """
+        return self._encode(text, allowed_special, disallowed_special, 1)
+
+    def encode_long(
+        self,
+        text: str,
+        *,
+        num_threads: int = 2,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: DisallowedSpecial = "all",
+    ) -> list[int]:
+        """``encode`` on up to ``num_threads`` threads, cut as ``count(text, num_threads=)`` cuts
+        (a text of 32K characters or more, with the shipped or the open models' scanned
+        patterns); the ids are the same. ``encode`` keeps tiktoken's signature.
+
+        >>> get_encoding("cl100k_base").encode_long("hello world", num_threads=2)
+        [15339, 1917]
+        """
+        return self._encode(text, allowed_special, disallowed_special, num_threads)
+
+    def _encode(
+        self, text: str, allowed_special, disallowed_special, num_threads: int
+    ) -> list[int]:
         allowed = self._check_special(text, allowed_special, disallowed_special)
         if not allowed:
-            return self.encode_ordinary(text, num_threads=num_threads)
+            return self._encode_ordinary_long(text, num_threads)
         out: list[int] = []
         pos = 0
         while True:
             found = self._find_special(text, allowed, pos)
             if found is None:
-                out += self.encode_ordinary(text[pos:] if pos else text, num_threads=num_threads)
+                out += self._encode_ordinary_long(text[pos:] if pos else text, num_threads)
                 return out
             start, special = found
             if start > pos:
-                out += self.encode_ordinary(text[pos:start], num_threads=num_threads)
+                out += self._encode_ordinary_long(text[pos:start], num_threads)
             out.append(self.special_tokens[special])
             pos = start + len(special)
 

@@ -1035,25 +1035,35 @@ class HFEncoding(Encoding):
                 out += core.encode(piece)
         return total if count_only else out
 
-    def encode_ordinary(self, text: str, *, num_threads: int = 1) -> list[int]:
-        """`tokenizers`' ``encode(text, add_special_tokens=False)`` with special tokens read as text.
-
-        ``num_threads`` > 1 cuts a long text on threads as ``Encoding.count`` does when the
-        pipeline is one compiled call (a one-regex pre-tokenizer, text it leaves as it is)."""
-        return self._run(text, self._special_ids, False, num_threads=num_threads)
+    def encode_ordinary(self, text: str) -> list[int]:
+        """`tokenizers`' ``encode(text, add_special_tokens=False)`` with special tokens read as text."""
+        return self._run(text, self._special_ids, False)
 
     def count(self, text: str, *, num_threads: int = 1) -> int:
+        """``num_threads`` > 1 cuts a long text on threads as ``Encoding.count`` does when the
+        pipeline is one compiled call (a one-regex pre-tokenizer, on text it leaves as it is)."""
         return self._run(text, self._special_ids, True, num_threads=num_threads)
 
     def encode(
+        self, text: str, *, allowed_special=frozenset(), disallowed_special="all"
+    ) -> list[int]:
+        """As ``Encoding.encode``; allowed special tokens are cut out with their file's flags."""
+        return self.encode_long(
+            text,
+            num_threads=1,
+            allowed_special=allowed_special,
+            disallowed_special=disallowed_special,
+        )
+
+    def encode_long(
         self,
         text: str,
         *,
+        num_threads: int = 2,
         allowed_special=frozenset(),
         disallowed_special="all",
-        num_threads: int = 1,
     ) -> list[int]:
-        """As ``Encoding.encode``; allowed special tokens are cut out with their file's flags."""
+        """``encode`` on up to ``num_threads`` threads where ``count`` takes them."""
         allowed = self._check_special(text, allowed_special, disallowed_special)
         skip = self._special_ids - {self.special_tokens[s] for s in allowed}
         return self._run(text, frozenset(skip), False, num_threads=num_threads)

@@ -1,5 +1,5 @@
 """One long text on several threads (batch.count_long / encode_long, ``Encoding.count`` and
-``encode`` with ``num_threads``): cut at piece boundaries no context can move, the count and the
+``encode_long`` with ``num_threads``): cut at piece boundaries no context can move, the count and the
 ids equal the single-thread ones, whatever the number of threads, the cut spacing, the text's
 storage (ASCII, Latin-1, UCS-2, UCS-4, cached UTF-8) and the piece cache (on, or off: the call's
 own table)."""
@@ -67,7 +67,7 @@ def test_corpus_threads_equal_one(name, corpus, piece_cache):
     ids = enc.encode_ordinary(text)
     for n in (1, 2, 3, 4):
         assert enc.count(fresh(text), num_threads=n) == len(ids)
-        assert enc.encode_ordinary(fresh(text), num_threads=n) == ids
+        assert enc.encode_long(fresh(text), num_threads=n) == ids
     core = enc._core
     assert count_long(core, fresh(text), 3, 1000) == len(ids)  # ~1,000 windows: many more cuts
     assert encode_long(core, fresh(text), 4, 777) == ids
@@ -187,14 +187,14 @@ def test_surrogates_and_other_patterns():
         enc = exact_encoding(name)
         text = read_corpus("english")[:300_000]
         assert enc.count(text, num_threads=2) == enc.count(text)
-        assert enc.encode_ordinary(text, num_threads=2) == enc.encode_ordinary(text)
+        assert enc.encode_long(text, num_threads=2) == enc.encode_ordinary(text)
     enc = exact_encoding("cl100k_base")
     for text in (
         read_corpus("english")[:300_000] + "\ud800 tail",
         "\udfff" + read_corpus("multilingual")[:300_000],
     ):
         assert enc.count(text, num_threads=2) == enc.count(text)
-        assert enc.encode(text, num_threads=3) == enc.encode(text)
+        assert enc.encode_long(text, num_threads=3) == enc.encode(text)
         with pytest.raises(UnicodeEncodeError):
             count_long(enc._core, text, 2, 1000)
         with pytest.raises(UnicodeEncodeError):
@@ -208,9 +208,9 @@ def test_special_tokens_with_threads():
     body = read_corpus("code")[:200_000]
     text = body + "<|endoftext|>" + body[:70_000] + "<|endoftext|>"
     want = enc.encode(text, allowed_special="all")
-    assert enc.encode(text, allowed_special="all", num_threads=2) == want
+    assert enc.encode_long(text, allowed_special="all", num_threads=2) == want
     with pytest.raises(ValueError):
-        enc.encode(text, num_threads=2)
+        enc.encode_long(text, num_threads=2)
 
 
 def test_hf_one_regex_pipeline_threads(tmp_path):
@@ -239,6 +239,6 @@ def test_hf_one_regex_pipeline_threads(tmp_path):
     for corpus in ("english", "code"):
         text = read_corpus(corpus)[:400_000]
         want = tok.encode(text, add_special_tokens=False).ids
-        assert enc.encode_ordinary(text, num_threads=2) == want
-        assert enc.encode(text, num_threads=3) == want
+        assert enc.encode_long(text, num_threads=2) == want
+        assert enc.encode_long(text, num_threads=3) == want
         assert enc.count(text, num_threads=4) == len(want)
