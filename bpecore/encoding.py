@@ -17,8 +17,9 @@ from bpecore import prefix as _prefix
 from bpecore._text import clean as _clean
 from bpecore.appendable import AppendableCounter, PrependableCounter
 from bpecore.backtrack import BacktrackEncoder
-from bpecore.batch import count_text as _count_text
+from bpecore.batch import count_long as _count_long
 from bpecore.batch import encode_batch as _encode_batch
+from bpecore.batch import encode_long as _encode_long
 from bpecore.interval import IntervalCounter
 from bpecore.prefix import KIND_REGEX as _PAT_REGEX
 from bpecore.prefix import SuffixTrie
@@ -243,20 +244,30 @@ class Encoding:
         except UnicodeEncodeError:
             return self._core.encode(_clean(text))
 
+    def _encode_ordinary_long(self, text: str, num_threads: int) -> list[int]:
+        """``encode_ordinary`` on up to ``num_threads`` threads (``count``'s cuts)."""
+        if num_threads <= 1:
+            return self.encode_ordinary(text)
+        try:
+            return _encode_long(self._core, text, num_threads)
+        except UnicodeEncodeError:
+            return _encode_long(self._core, _clean(text), num_threads)
+
     def count(self, text: str, *, num_threads: int = 1) -> int:
         """``len(encode_ordinary(text))``, without building the list.
 
-        With ``num_threads`` > 1, a text of 128 KB or more (shipped patterns) is cut at piece
-        boundaries that no context can move and its segments are counted on up to that many
-        threads; the count is the same (notes in ``bpecore/batch.pyx``).
+        With ``num_threads`` > 1, a text of 32K characters or more (the shipped patterns and the
+        open models' Llama 3, Qwen2 and Tekken ones) is cut at piece boundaries that no context
+        can move and its segments are counted on up to that many threads; the count is the same
+        (notes in ``bpecore/batch.pyx``).
 
         >>> get_encoding("o200k_base").count("hello world")
         2
         """
         try:
-            return _count_text(self._core, text, num_threads)
+            return _count_long(self._core, text, num_threads)
         except UnicodeEncodeError:
-            return _count_text(self._core, _clean(text), num_threads)
+            return _count_long(self._core, _clean(text), num_threads)
 
     def encode(
         self,
@@ -275,19 +286,41 @@ class Encoding:
         >>> enc.encode("hi<|endoftext|>", allowed_special="all")
         [6151, 100257]
         """
+        return self._encode(text, allowed_special, disallowed_special, 1)
+
+    def encode_long(
+        self,
+        text: str,
+        *,
+        num_threads: int = 2,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: DisallowedSpecial = "all",
+    ) -> list[int]:
+        """``encode`` on up to ``num_threads`` threads, cut as ``count(text, num_threads=)`` cuts
+        (a text of 32K characters or more, with the shipped or the open models' scanned
+        patterns); the ids are the same. ``encode`` keeps tiktoken's signature.
+
+        >>> get_encoding("cl100k_base").encode_long("hello world", num_threads=2)
+        [15339, 1917]
+        """
+        return self._encode(text, allowed_special, disallowed_special, num_threads)
+
+    def _encode(
+        self, text: str, allowed_special, disallowed_special, num_threads: int
+    ) -> list[int]:
         allowed = self._check_special(text, allowed_special, disallowed_special)
         if not allowed:
-            return self.encode_ordinary(text)
+            return self._encode_ordinary_long(text, num_threads)
         out: list[int] = []
         pos = 0
         while True:
             found = self._find_special(text, allowed, pos)
             if found is None:
-                out += self.encode_ordinary(text[pos:]) if pos else self.encode_ordinary(text)
+                out += self._encode_ordinary_long(text[pos:] if pos else text, num_threads)
                 return out
             start, special = found
             if start > pos:
-                out += self.encode_ordinary(text[pos:start])
+                out += self._encode_ordinary_long(text[pos:start], num_threads)
             out.append(self.special_tokens[special])
             pos = start + len(special)
 

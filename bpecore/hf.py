@@ -77,6 +77,8 @@ from typing import Any
 import regex
 
 from bpecore.backtrack import BacktrackEncoder
+from bpecore.batch import count_long as _count_long
+from bpecore.batch import encode_long as _encode_long
 from bpecore.encoding import Encoding, _rebuild_counter, _RecountingCounter, _valid
 from bpecore.load import VocabError, bytes_to_unicode, read_file
 from bpecore.patterns import BYTELEVEL_PATTERN
@@ -1669,15 +1671,25 @@ class HFEncoding(Encoding):
                     pieces = stage(pieces)
                 yield from pieces
 
-    def _run(self, text: str, skip: frozenset[int], count_only: bool, limit: int | None = None):
-        """Ids of ``text`` (or their number); with ``limit``, None as soon as the count passes it."""
+    def _run(
+        self,
+        text: str,
+        skip: frozenset[int],
+        count_only: bool,
+        limit: int | None = None,
+        num_threads: int = 1,
+    ):
+        """Ids of ``text`` (or their number); with ``limit``, None as soon as the count passes it.
+        ``num_threads`` serves the one compiled call (``Encoding.count``)."""
         text = _valid(text)
         dropping = self._dropping is not None and self._dropping.search(text) is not None
         if self._segment_core is not None and not dropping and self._untouched(text):
             core = self._segment_core  # the pipeline is the identity: one compiled call
             if not count_only:
-                return core.encode(text)
-            return core.count(text) if limit is None else core.count_till_limit(text, limit)
+                return _encode_long(core, text, num_threads)
+            if limit is None:
+                return _count_long(core, text, num_threads)
+            return core.count_till_limit(text, limit)
         core = self._core if dropping else self._segment_core or self._core
         whole = self._whole
         out: list[int] = []
@@ -1724,16 +1736,34 @@ class HFEncoding(Encoding):
         """`tokenizers`' ``encode(text, add_special_tokens=False)`` with special tokens read as text."""
         return self._run(text, self._special_ids, False)
 
-    def count(self, text: str) -> int:
-        return self._run(text, self._special_ids, True)
+    def count(self, text: str, *, num_threads: int = 1) -> int:
+        """``num_threads`` > 1 cuts a long text on threads as ``Encoding.count`` does when the
+        pipeline is one compiled call (a one-regex pre-tokenizer, on text it leaves as it is)."""
+        return self._run(text, self._special_ids, True, num_threads=num_threads)
 
     def encode(
         self, text: str, *, allowed_special=frozenset(), disallowed_special="all"
     ) -> list[int]:
         """As ``Encoding.encode``; allowed special tokens are cut out with their file's flags."""
+        return self.encode_long(
+            text,
+            num_threads=1,
+            allowed_special=allowed_special,
+            disallowed_special=disallowed_special,
+        )
+
+    def encode_long(
+        self,
+        text: str,
+        *,
+        num_threads: int = 2,
+        allowed_special=frozenset(),
+        disallowed_special="all",
+    ) -> list[int]:
+        """``encode`` on up to ``num_threads`` threads where ``count`` takes them."""
         allowed = self._check_special(text, allowed_special, disallowed_special)
         skip = self._special_ids - {self.special_tokens[s] for s in allowed}
-        return self._run(text, frozenset(skip), False)
+        return self._run(text, frozenset(skip), False, num_threads=num_threads)
 
     def encode_to_buffer(self, text: str, *, allowed_special=frozenset(), disallowed_special="all"):
         import array
