@@ -219,83 +219,37 @@ def test_hyp_slices_ending_inside_repeated_pieces(name, parts, data):
 
 
 # The chunker's searches (IntervalCounter.crossing, crossing_before, last_end_within) against the
-# Python loops they replace: the same probes in the same order, so the same answers.
-def crossing_loop(count, n, s, tokens, step):
-    lo, c_lo = s, 0
-    while True:
-        hi = min(n, lo + step)
-        c_hi = count(s, hi)
-        if c_hi > tokens:
-            break
-        if hi == n:
-            return n
-        lo, c_lo = hi, c_hi
-        step *= 2
-    guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
-    halve = False
-    while hi - lo > 1:
-        if halve or not lo < guess < hi:
-            guess = (lo + hi) // 2
-        c = count(s, guess)
-        if c <= tokens:
-            lo, c_lo = guess, c
-        else:
-            hi, c_hi = guess, c
-        guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
-        halve = not halve
-    return lo
+# Python loops they replace (bpecore.chunker._CountSearches, which serves counters that only
+# count), driven by counting each slice afresh: the same probes in the same order, so the same
+# answers.
+class _SliceCounts:
+    def __init__(self, enc, text):
+        self.enc, self.text = enc, text
 
+    def count(self, i, j):
+        return self.enc.count(self.text[i:j])
 
-def crossing_before_loop(count, e, lo, tokens, step):
-    near, c_near = e, 0
-    while True:
-        far = max(lo, near - step)
-        c_far = count(far, e)
-        if c_far <= tokens:
-            if far == lo:
-                return lo
-            near, c_near = far, c_far
-            step *= 2
-            continue
-        break
-    guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
-    halve = False
-    while near - far > 1:
-        if halve or not far < guess < near:
-            guess = (far + near) // 2
-        c = count(guess, e)
-        if c <= tokens:
-            near, c_near = guess, c
-        else:
-            far, c_far = guess, c
-        guess = near - (near - far) * (2 * tokens + 1 - 2 * c_near) // (2 * (c_far - c_near))
-        halve = not halve
-    return near
-
-
-def last_end_within_loop(count, s, tokens, first, stop):
-    for e in range(stop, first - 1, -1):
-        if count(s, e) <= tokens:
-            return e
-    return -1
+    def __len__(self):
+        return len(self.text)
 
 
 def check_searches(enc, ic, text, s, tokens, step):
-    def count(i, j):
-        return enc.count(text[i:j])
+    from bpecore.chunker import _CountSearches
 
+    slow = _CountSearches(_SliceCounts(enc, text))
+    count = slow.count
     n = len(text)
     lo = ic.crossing(s, tokens, step)
-    assert lo == crossing_loop(count, n, s, tokens, step), (s, tokens, step)
+    assert lo == slow.crossing(s, tokens, step), (s, tokens, step)
     if lo < n:
         assert count(s, lo) <= tokens < count(s, lo + 1)
         stop = min(n, lo + 20)
-        assert ic.last_end_within(s, tokens, lo + 2, stop) == last_end_within_loop(
-            count, s, tokens, lo + 2, stop
+        assert ic.last_end_within(s, tokens, lo + 2, stop) == slow.last_end_within(
+            s, tokens, lo + 2, stop
         )
     e = min(n, s + step)
     near = ic.crossing_before(e, s, tokens, step)
-    assert near == crossing_before_loop(count, e, s, tokens, step), (e, s, tokens, step)
+    assert near == slow.crossing_before(e, s, tokens, step), (e, s, tokens, step)
     assert s <= near <= e and count(near, e) <= tokens
 
 
