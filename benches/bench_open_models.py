@@ -12,6 +12,8 @@ Every family is built offline from files that installed packages carry:
 - tekken: ``get_encoding("tekken")``; reference: `mistral-common`'s Tekkenizer on the same JSON;
 - llama3 / llama4: ``get_encoding("llama3")`` / ``("llama4")`` from `llama-models`; reference:
   Meta's tokenizer (its tiktoken Encoding, ``Tokenizer.get_instance().model``);
+- cl100k_base / o200k_base (the baselines of the families that share their patterns):
+  ``get_encoding``; reference: tiktoken built from ``../shared/vocab``'s rank files;
 - gpt-neox, falcon, starcoder, refact, command-r, deepseek-coder, deepseek-llm, qwen35, llama-bpe:
   llama.cpp's GGUF vocabularies (``scripts/gguf_vocabs.sh`` puts them in build/gguf-vocabs) read
   by ``load_gguf``; reference: `tokenizers` on the tokenizer.json the file stands for (its tokens
@@ -70,7 +72,19 @@ GGUF_FAMILIES = {
     "qwen35": ("qwen35", None),
     "llama-bpe": ("llama-bpe", None),
 }
-FAMILIES = ["gpt2", "qwen2", "deepseek", "tekken", "llama3", "llama4", *GGUF_FAMILIES]
+#: cl100k_base and o200k_base: the rows the families that share their patterns (Llama 3: cl100k's
+#: words; Llama 4: o200k's pattern) are held to, against tiktoken built from ../shared/vocab.
+BASELINES = ["cl100k_base", "o200k_base"]
+FAMILIES = [
+    "gpt2",
+    "qwen2",
+    "deepseek",
+    "tekken",
+    "llama3",
+    "llama4",
+    *GGUF_FAMILIES,
+    *BASELINES,
+]
 
 #: (bpecore encoding, reference encode: text -> ids, reference's name)
 Family = tuple[bpecore.Encoding, Callable[[str], list[int]], str]
@@ -121,6 +135,17 @@ def build(family: str, directory: str) -> Family:
     """The family's bpecore encoding and reference; ImportError when its package is missing."""
     if family in GGUF_FAMILIES:
         return _gguf(family, directory)
+    if family in BASELINES:
+        import tiktoken
+
+        enc = bpecore.get_encoding(family)
+        rank_file = SHARED / "vocab" / f"{family}.tiktoken.gz"
+        with gzip.open(rank_file, "rb") as f:
+            ranks = parse_tiktoken(f.read(), str(rank_file))
+        ref = tiktoken.Encoding(
+            family, pat_str=enc.pattern, mergeable_ranks=ranks, special_tokens={}
+        )
+        return enc, ref.encode_ordinary, "tiktoken"
     if family == "gpt2":
         path = _tokenizer_json(
             bpecore.get_encoding("r50k_base"),

@@ -534,23 +534,34 @@ _DEEPSEEK_CODER_STAGES = (
 )
 _CODER_CJK = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]"
 _CODER_SPACE = r"[\s--[\r\n]]"
-_CODER_OTHER = r"[^\p{L}\p{P}\p{N}\s]"
-_DEEPSEEK_CODER_PATTERN = "(?V1)" + "|".join(
-    [
-        f"[\\p{{L}}--{_CODER_CJK}]+",
-        f"[\\p{{L}}&&{_CODER_CJK}]+",
-        f"[{_CODER_SPACE}--{_CODER_CJK}](?=\\p{{L}})[\\p{{L}}--{_CODER_CJK}]*",
-        f"[{_CODER_SPACE}&&{_CODER_CJK}](?=\\p{{L}})[\\p{{L}}&&{_CODER_CJK}]*",
-        f"[{_CODER_SPACE}--{_CODER_CJK}](?=\\p{{P}})[\\p{{P}}--{_CODER_CJK}]*",
-        f"[{_CODER_SPACE}&&{_CODER_CJK}](?=\\p{{P}})[\\p{{P}}&&{_CODER_CJK}]*",
-        f"[\\p{{P}}--{_CODER_CJK}]+",
-        f"[\\p{{P}}&&{_CODER_CJK}]+",
-        r"\p{N}",
-        r"[\r\n]",
-        f"(?:[{_CODER_OTHER}--{_CODER_CJK}]|[{_CODER_SPACE}--{_CODER_CJK}](?![\\p{{L}}\\p{{P}}]))+",
-        f"(?:[{_CODER_OTHER}&&{_CODER_CJK}]|[{_CODER_SPACE}&&{_CODER_CJK}](?![\\p{{L}}\\p{{P}}]))+",
-    ]
-)
+
+
+def _deepseek_coder_pattern(digits: str) -> str:
+    """The one regex of DeepSeek-Coder v1's chain whose last stage cuts out each character of the
+    class ``digits`` (a set's body: ``\\p{N}`` for its Split, ``_DIGIT_SET`` for Digits)."""
+    other = f"[^\\p{{L}}\\p{{P}}{digits}\\s]"
+    return "(?V1)" + "|".join(
+        [
+            f"[\\p{{L}}--{_CODER_CJK}]+",
+            f"[\\p{{L}}&&{_CODER_CJK}]+",
+            f"[{_CODER_SPACE}--{_CODER_CJK}](?=\\p{{L}})[\\p{{L}}--{_CODER_CJK}]*",
+            f"[{_CODER_SPACE}&&{_CODER_CJK}](?=\\p{{L}})[\\p{{L}}&&{_CODER_CJK}]*",
+            f"[{_CODER_SPACE}--{_CODER_CJK}](?=\\p{{P}})[\\p{{P}}--{_CODER_CJK}]*",
+            f"[{_CODER_SPACE}&&{_CODER_CJK}](?=\\p{{P}})[\\p{{P}}&&{_CODER_CJK}]*",
+            f"[\\p{{P}}--{_CODER_CJK}]+",
+            f"[\\p{{P}}&&{_CODER_CJK}]+",
+            f"[{digits}]",
+            r"[\r\n]",
+            f"(?:[{other}--{_CODER_CJK}]|[{_CODER_SPACE}--{_CODER_CJK}](?![\\p{{L}}\\p{{P}}]))+",
+            f"(?:[{other}&&{_CODER_CJK}]|[{_CODER_SPACE}&&{_CODER_CJK}](?![\\p{{L}}\\p{{P}}]))+",
+        ]
+    )
+
+
+_DEEPSEEK_CODER_PATTERN = _deepseek_coder_pattern(r"\p{N}")
+#: The same chain with ``Digits(individual_digits=True)`` as its last stage (the model's own file
+#: and llama.cpp's GGUF rebuild of it): `tokenizers`' numeric class instead of ``\p{N}``.
+_DEEPSEEK_CODER_DIGITS_PATTERN = _deepseek_coder_pattern(_DIGIT_SET)
 
 
 def _single_pattern(pre: Any) -> str | None:
@@ -573,6 +584,9 @@ def _single_pattern(pre: Any) -> str | None:
     ):
         return _STARCODER_PATTERN
     *splits, byte_level = stages
+    digits = bool(splits) and splits[-1] == {"type": "Digits", "individual_digits": True}
+    if digits:
+        splits = splits[:-1]  # DeepSeek-Coder v1's own file ends its chain with Digits
     if not (
         byte_level.get("type") == "ByteLevel"
         and not byte_level.get("add_prefix_space")
@@ -588,9 +602,11 @@ def _single_pattern(pre: Any) -> str | None:
     ):
         return None
     patterns = tuple(split["pattern"]["Regex"] for split in splits)
+    spelled = tuple(p.replace("\r", r"\r").replace("\n", r"\n") for p in patterns)
+    if digits:
+        return _DEEPSEEK_CODER_DIGITS_PATTERN if spelled == _DEEPSEEK_CODER_STAGES[:4] else None
     if len(patterns) == 1:
         return patterns[0]
-    spelled = tuple(p.replace("\r", r"\r").replace("\n", r"\n") for p in patterns)
     if spelled == _DEEPSEEK_V3_STAGES:  # the file spells \r and \n as characters
         return _DEEPSEEK_V3_PATTERN
     if spelled == _DEEPSEEK_CODER_STAGES:
@@ -2162,7 +2178,12 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
     pattern = _single_pattern(pre)
     simple = (
         pattern is not None
-        and pattern not in (_STARCODER_PATTERN, _DEEPSEEK_CODER_PATTERN)  # one-pass split_at
+        and pattern
+        not in (
+            _STARCODER_PATTERN,
+            _DEEPSEEK_CODER_PATTERN,
+            _DEEPSEEK_CODER_DIGITS_PATTERN,
+        )  # one-pass split_at
         and normalizer is None
         and not whole
         and not _possible(missing)

@@ -570,9 +570,25 @@ def _deepseek_coder_pre():
     )
 
 
+def _deepseek_coder_digits_pre():
+    """DeepSeek-Coder v1 as its model file (and llama.cpp's GGUF of it) spells the chain: four
+    Splits, then Digits one by one, then the bytes."""
+    from bpecore.hf import _DEEPSEEK_CODER_STAGES
+
+    patterns = [p.replace(r"\r", "\r").replace(r"\n", "\n") for p in _DEEPSEEK_CODER_STAGES[:4]]
+    return pre_tokenizers.Sequence(
+        [
+            *(pre_tokenizers.Split(Regex(p), behavior="isolated", invert=False) for p in patterns),
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+
+
 CHAINS = {
     "starcoder": (_starcoder_pre, "_STARCODER_PATTERN"),
     "deepseek-coder": (_deepseek_coder_pre, "_DEEPSEEK_CODER_PATTERN"),
+    "deepseek-coder-digits": (_deepseek_coder_digits_pre, "_DEEPSEEK_CODER_DIGITS_PATTERN"),
 }
 #: Where the chains' classes meet: digits (and the 13 `tokenizers` counts as digits, `regex`
 #: not), whitespace before letters and punctuation, the ends of DeepSeek-Coder's CJK range
