@@ -551,6 +551,61 @@ _DEEPSEEK_CODER_PATTERN = "(?V1)" + "|".join(
 )
 
 
+#: Falcon's chain: Punctuation (Contiguous), ByteLevel with GPT-2's regex, Digits (runs), then a
+#: Split isolating groups of three ASCII digits. Its stage configs, as its file spells them:
+_FALCON_STAGES = (
+    {"type": "Punctuation", "behavior": "Contiguous"},
+    {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+    {"type": "Digits", "individual_digits": False},
+    {"type": "Split", "pattern": {"Regex": "[0-9][0-9][0-9]"}, "behavior": "Isolated"},
+)
+#: ... and the one regex that cuts as that chain does, on text without a ``_FALCON_BYTE_CUT``
+#: character. A punctuation run (``_PUNCT``) is a piece alone: GPT-2's regex takes it whole
+#: (it holds no letter, digit or space) and no other piece holds punctuation; the apostrophe is
+#: punctuation, so the contractions never match. Between punctuation runs GPT-2's alternatives
+#: run as they are, except that ``\s+(?!\S)`` also ends before punctuation (its piece ends
+#: there; greedy ``\s+`` tries the whole run first, so nothing else changes). The last two
+#: stages run on ByteLevel's characters, where the only digits are ASCII digits (bytes 0x30-0x39
+#: map to themselves) and the ``¹²³¼½¾`` that bytes 0xB2, 0xB3, 0xB9, 0xBC-0xBE map to: on text
+#: without a character holding one of those bytes they cut each ASCII digit run out of its
+#: `` ?\p{N}+`` piece (a space before one is a piece alone) and into groups of three from its
+#: left, which ``[0-9]{1,3}`` (no other alternative takes an ASCII digit) does; the rest of the
+#: piece, other numerals with the space before them, stays whole. Text holding such a character
+#: (they are cut inside: ByteLevel's pieces are bytes) takes the stages. No letter, numeral or
+#: whitespace is punctuation (``test_hf.py::test_falcon_classes_disjoint``), so the classes need
+#: no set operations (with ``(?V1)`` differences ``finditer`` took 4x as long) and the letter
+#: run, the commonest piece, goes first (the alternatives start on disjoint characters).
+_FALCON_PUNCT = _PUNCT[1:-1]
+_FALCON_PATTERN = "|".join(
+    [
+        r" ?\p{L}+",
+        f"[{_FALCON_PUNCT}]+",
+        "[0-9]{1,3}",
+        r" ?[^\P{N}0-9]+",
+        f" ?[^\\s\\p{{L}}\\p{{N}}{_FALCON_PUNCT}]+",
+        f"\\s+(?:(?!\\S)|(?=[{_FALCON_PUNCT}]))",
+        r"\s+",
+    ]
+)
+#: The UTF-8 bytes ByteLevel maps to a numeral other than an ASCII digit (``¹²³¼½¾``: ``Digits``
+#: cuts at them, inside a character).
+_FALCON_BYTE_CUT = regex.compile(rb"[\xb2\xb3\xb9\xbc-\xbe]")
+
+
+def _is_falcon(stages: list[dict]) -> bool:
+    """Whether ``stages`` are Falcon's chain (``_FALCON_STAGES``; unnamed keys at their defaults)."""
+    if len(stages) != len(_FALCON_STAGES):
+        return False
+    defaults = {"invert": False, "trim_offsets": True}
+    for stage, want in zip(stages, _FALCON_STAGES):
+        extra = {k: v for k, v in stage.items() if k not in want}
+        if any(stage.get(k) != v for k, v in want.items()) or any(
+            defaults.get(k, object()) != v for k, v in extra.items()
+        ):
+            return False
+    return True
+
+
 def _single_pattern(pre: Any) -> str | None:
     """The one regex the whole pre-tokenizer amounts to, or None when it is not that simple."""
     if not isinstance(pre, dict):
@@ -570,6 +625,8 @@ def _single_pattern(pre: Any) -> str | None:
         and stages[1].get("use_regex", True) is True
     ):
         return _STARCODER_PATTERN
+    if _is_falcon(stages):
+        return _FALCON_PATTERN
     *splits, byte_level = stages
     if not (
         byte_level.get("type") == "ByteLevel"
@@ -1640,6 +1697,8 @@ class HFEncoding(Encoding):
         # `tokenizers` drops them; texts holding none take the usual paths.
         self._missing = missing
         self._dropping = _dropped_chars(missing)
+        # Falcon's one regex holds on text without a character its later stages cut inside.
+        self._byte_cut = _FALCON_BYTE_CUT if pattern == _FALCON_PATTERN else None
         self.max_token_value = max([vocab.max_id - len(missing), *self._special_bytes])
 
     # --------------------------------------------------------------- the pipeline
@@ -1673,7 +1732,8 @@ class HFEncoding(Encoding):
         """Ids of ``text`` (or their number); with ``limit``, None as soon as the count passes it."""
         text = _valid(text)
         dropping = self._dropping is not None and self._dropping.search(text) is not None
-        if self._segment_core is not None and not dropping and self._untouched(text):
+        staged = dropping or self._cut_inside(text)
+        if self._segment_core is not None and not staged and self._untouched(text):
             core = self._segment_core  # the pipeline is the identity: one compiled call
             if not count_only:
                 return core.encode(text)
@@ -1682,7 +1742,7 @@ class HFEncoding(Encoding):
         whole = self._whole
         out: list[int] = []
         total = 0
-        for piece in self._pieces(text, skip, not dropping):
+        for piece in self._pieces(text, skip, not staged):
             if dropping and type(piece) is str and self._dropping.search(piece):
                 piece = piece.encode("utf-8")
             if type(piece) is bytes:  # split after ByteLevel, or holding a dropped byte
@@ -1809,11 +1869,19 @@ class HFEncoding(Encoding):
             self._normed.rx is None or self._normed.rx.search(text) is None
         )
 
+    def _cut_inside(self, text: str) -> bool:
+        """Whether the stages cut ``text`` inside a character, where the one regex cannot."""
+        return (
+            self._byte_cut is not None
+            and not text.isascii()
+            and self._byte_cut.search(text.encode("utf-8", "surrogatepass")) is not None
+        )
+
     def _untouched(self, text: str) -> bool:
         """Whether the pipeline before the one-regex split is the identity on ``text``: no added
         token's text in it and a normalizer of Unicode forms (or none) under which it is already
         normalized (``unicodedata.is_normalized``, a C-speed quick check)."""
-        if self._dropping is not None and self._dropping.search(text):
+        if (self._dropping is not None and self._dropping.search(text)) or self._cut_inside(text):
             return False
         norm = self._normalizer
         if norm is not None and (
@@ -1827,6 +1895,8 @@ class HFEncoding(Encoding):
         """Whether the pipeline runs every slice of ``text`` as the plain encoding would: no added
         token's text occurs in it and the normalizer changes none of its slices."""
         if not self._no_added(text) or (self._dropping is not None and self._dropping.search(text)):
+            return False
+        if self._cut_inside(text):
             return False
         norm = self._normalizer
         return norm is None or text.isascii() or _not_inert(norm.forms).search(text) is None
@@ -1851,6 +1921,12 @@ class HFEncoding(Encoding):
         core, whole = self._core, self._whole
         total = 0
         for piece in pieces:
+            if type(piece) is bytes:  # after ByteLevel (Falcon's last two stages follow it)
+                tid = whole.get(piece) if whole else None
+                total += 1 if tid is not None else len(self._piece_ids(piece))
+                if total > limit:
+                    return None
+                continue
             if whole and piece.encode("utf-8") in whole:
                 total += 1
                 if total > limit:
@@ -2133,6 +2209,7 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
     simple = (
         pattern is not None
         and pattern not in (_STARCODER_PATTERN, _DEEPSEEK_CODER_PATTERN)  # one-pass split_at
+        and pattern != _FALCON_PATTERN  # cuts inside characters the regex cannot
         and normalizer is None
         and not whole
         and not _possible(missing)
