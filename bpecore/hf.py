@@ -856,18 +856,53 @@ _SPACE_AT_END = regex.compile(r"\s*\Z")
 _SPACE_AT_START = regex.compile(r"\s*")
 
 
+def _trie_pattern(texts: Iterable[str]) -> str:
+    """One regex matching exactly ``texts``, the longest one where several start at a position:
+    their trie, where a node that ends a text makes the rest optional (greedy, so the longest
+    is tried first and the search backs off to the shorter). A flat alternation of GPT-NeoX's
+    178 runs of spaces tries every run at every position; the trie reads each space once."""
+    trie: dict = {}
+    for text in texts:
+        node = trie
+        for char in text:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def spell(node: dict) -> str:
+        branches = [regex.escape(char) + spell(child) for char, child in node.items() if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:
+            return body + "?" if len(branches) == 1 and len(branches[0]) == 1 else f"(?:{body})?"
+        return body
+
+    return spell(trie)
+
+
 class _Matcher:
     """Leftmost-longest search for a set of added tokens, cut as `tokenizers` cuts (flags included)."""
 
     def __init__(self, tokens: list[tuple[str, _Added]]) -> None:
         self.by_text = {text: tok for text, tok in tokens if text}
-        texts = sorted(self.by_text, key=len, reverse=True)  # longest first: leftmost-longest
-        self.rx = regex.compile("|".join(map(regex.escape, texts))) if texts else None
+        self.rx = regex.compile(_trie_pattern(self.by_text)) if self.by_text else None
+        # Every token's first two characters (or its one), when they are few: a text holding
+        # none of them holds no token, which ``str.__contains__`` tells at C speed.
+        heads = tuple({text[:2] for text in self.by_text})
+        self.heads = heads if len(heads) <= 16 else None
+
+    def _may_hold(self, text: str) -> bool:
+        """False when ``text`` holds no token's first characters (so no token)."""
+        return self.heads is None or any(head in text for head in self.heads)
+
+    def search(self, text: str) -> bool:
+        """Whether some token's text occurs in ``text``."""
+        return self.rx is not None and self._may_hold(text) and self.rx.search(text) is not None
 
     def cut(self, text: str, skip: frozenset[int]) -> list[tuple[str, int | None]]:
         """(segment, id or None) covering ``text``; matches of tokens whose id is in ``skip`` are
         read as text (and still hide what they overlap, as in `tokenizers`)."""
-        if self.rx is None or not text:
+        if self.rx is None or not text or not self._may_hold(text):
             return [(text, None)]
         out: list[tuple[str, int | None]] = []
         start_offset = 0
@@ -1865,9 +1900,7 @@ class HFEncoding(Encoding):
 
     def _no_added(self, text: str) -> bool:
         """Whether no added token's text (as matched, raw or normalized) occurs in ``text``."""
-        return (self._raw.rx is None or self._raw.rx.search(text) is None) and (
-            self._normed.rx is None or self._normed.rx.search(text) is None
-        )
+        return not self._raw.search(text) and not self._normed.search(text)
 
     def _cut_inside(self, text: str) -> bool:
         """Whether the stages cut ``text`` inside a character, where the one regex cannot."""

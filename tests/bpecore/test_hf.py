@@ -1055,3 +1055,65 @@ def test_falcon_exact_operations(falcon_file):
             assert count(text[:k]) <= n and (k == len(text) or count(text[: k + 1]) > n)
             k = enc.split_at_end(text, n)
             assert count(text[k:]) <= n and (k == 0 or count(text[k - 1 :]) > n)
+
+
+# -------------------------------------------------------- added tokens: the cut (GPT-NeoX's runs)
+@given(
+    tokens=st.sets(st.text(alphabet="ab <|\t", min_size=1, max_size=5), min_size=1, max_size=8),
+    text=st.text(alphabet="ab <|\tc\n", max_size=30),
+)
+def test_hyp_trie_is_leftmost_longest(tokens, text):
+    """The added-token trie finds what the longest-first alternation of the texts finds."""
+    import regex
+
+    from bpecore.hf import _trie_pattern
+
+    flat = "|".join(map(regex.escape, sorted(tokens, key=len, reverse=True)))
+    trie = _trie_pattern(tokens)
+    assert [m.span() for m in regex.finditer(trie, text)] == [
+        m.span() for m in regex.finditer(flat, text)
+    ]
+
+
+@pytest.fixture(scope="module")
+def neox_like(tmp_path_factory):
+    """GPT-NeoX's layout: NFC, GPT-2's ByteLevel, its special tokens and its non-special added
+    tokens, the runs of 2 to 24 spaces (not normalized)."""
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=700, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(_train_text(), trainer)
+    tok.add_special_tokens([AddedToken("<|endoftext|>", normalized=False)])
+    tok.add_tokens([AddedToken(" " * n, normalized=False) for n in range(24, 1, -1)])
+    path = tmp_path_factory.mktemp("neox") / "neox.json"
+    path.write_text(tok.to_str())
+    return bpecore.load_hf(str(path)), tok
+
+
+_NEOX_TEXT = st.lists(
+    st.sampled_from(["a", "b", " ", "  ", " " * 5, " " * 23, "\t", "\n", "\r\n", "1", ".", "é"]),
+    max_size=40,
+).map("".join)
+
+
+def test_neox_space_runs_equal_hf(neox_like):
+    """Runs of spaces cut out as added tokens equal `tokenizers` on corpus slices (the code and
+    whitespace corpora are full of runs) and on runs longer than the longest token."""
+    enc, tok = neox_like
+    texts = [read_corpus(c)[:DEFAULT_BYTES] for c in (*CORPORA, "adv_whitespace")]
+    for text in [*texts, " " * 60 + "x" + " " * 25 + "\t  \n   y", "no runs here", ""]:
+        want = tok.encode(text, add_special_tokens=False).ids
+        assert enc.encode_ordinary(text) == want
+        assert enc.count(text) == len(want)
+
+
+@given(text=_NEOX_TEXT)
+def test_hyp_neox_space_runs_equal_hf(neox_like, text):
+    enc, tok = neox_like
+    want = tok.encode(text, add_special_tokens=False).ids
+    assert enc.encode_ordinary(text) == want
+    assert enc.count(text) == len(want)
