@@ -70,6 +70,7 @@ import bisect
 import hashlib
 import json
 import os
+import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -589,7 +590,7 @@ _FALCON_PATTERN = "|".join(
 )
 #: The UTF-8 bytes ByteLevel maps to a numeral other than an ASCII digit (``¹²³¼½¾``: ``Digits``
 #: cuts at them, inside a character).
-_FALCON_BYTE_CUT = regex.compile(rb"[\xb2\xb3\xb9\xbc-\xbe]")
+_FALCON_BYTE_CUT = re.compile(rb"[\xb2\xb3\xb9\xbc-\xbe]")  # `re`: 2.7x `regex` here
 
 
 def _is_falcon(stages: list[dict]) -> bool:
@@ -1097,8 +1098,9 @@ def _possible(missing: bytes) -> bytes:
     return bytes(b for b in missing if b < 0xC0 or 0xC2 <= b <= 0xF4)
 
 
-def _dropped_chars(missing: bytes) -> regex.Pattern | None:
-    """The characters whose UTF-8 holds one of the ``missing`` bytes (ASCII or lead bytes)."""
+def _dropped_chars(missing: bytes) -> re.Pattern | None:
+    """The characters whose UTF-8 holds one of the ``missing`` bytes (ASCII or lead bytes), as a
+    `re` class (its search of 100 KB of English for Falcon's 15 ranges: 0.74 ms in `regex`)."""
     spans = []
     for b in _possible(missing):
         if b < 0x80:
@@ -1110,7 +1112,7 @@ def _dropped_chars(missing: bytes) -> regex.Pattern | None:
         else:
             lo, hi = max((b & 0x07) << 18, 0x10000), min(((b & 0x07) << 18) | 0x3FFFF, 0x10FFFF)
         spans.append(f"\\U{lo:08x}-\\U{hi:08x}")
-    return regex.compile(f"[{''.join(spans)}]") if spans else None
+    return re.compile(f"[{''.join(spans)}]") if spans else None
 
 
 def _list_bpe(
@@ -1768,7 +1770,7 @@ class HFEncoding(Encoding):
         text = _valid(text)
         dropping = self._dropping is not None and self._dropping.search(text) is not None
         staged = dropping or self._cut_inside(text)
-        if self._segment_core is not None and not staged and self._untouched(text):
+        if self._segment_core is not None and not staged and self._untouched(text, True):
             core = self._segment_core  # the pipeline is the identity: one compiled call
             if not count_only:
                 return core.encode(text)
@@ -1910,11 +1912,14 @@ class HFEncoding(Encoding):
             and self._byte_cut.search(text.encode("utf-8", "surrogatepass")) is not None
         )
 
-    def _untouched(self, text: str) -> bool:
+    def _untouched(self, text: str, kept: bool = False) -> bool:
         """Whether the pipeline before the one-regex split is the identity on ``text``: no added
         token's text in it and a normalizer of Unicode forms (or none) under which it is already
-        normalized (``unicodedata.is_normalized``, a C-speed quick check)."""
-        if (self._dropping is not None and self._dropping.search(text)) or self._cut_inside(text):
+        normalized (``unicodedata.is_normalized``, a C-speed quick check). ``kept``: the caller
+        has found no dropped byte's character and nothing the stages cut inside already."""
+        if not kept and (
+            (self._dropping is not None and self._dropping.search(text)) or self._cut_inside(text)
+        ):
             return False
         norm = self._normalizer
         if norm is not None and (
