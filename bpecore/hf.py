@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -590,6 +591,13 @@ _FALCON_PATTERN = "|".join(
 )
 #: The UTF-8 bytes ByteLevel maps to a numeral other than an ASCII digit (``¹²³¼½¾``: ``Digits``
 #: cuts at them, inside a character).
+#: Where Falcon's pieces always end, whatever comes before or after: before a space between two
+#: non-space characters, and after a whitespace character (not a space) that follows a non-space
+#: one and precedes another: no piece holds a non-space character and then whitespace, and the
+#: only whitespace a piece starting with whitespace runs into is a space before a non-space one.
+#: Text cut there runs as its parts do, so the parts with no character the stages cut inside
+#: take the one regex and only the others the stages.
+_FALCON_WORD_CUT = re.compile(r"(?<=\S)(?= \S)|(?<=\S[^\S ])(?=\S)")
 _FALCON_BYTE_CUT = re.compile(rb"[\xb2\xb3\xb9\xbc-\xbe]")  # `re`: 2.7x `regex` here
 
 
@@ -1758,12 +1766,30 @@ class HFEncoding(Encoding):
                 if not part:
                     continue
                 if segments and self._segment_core is not None:
-                    yield part
+                    if self._cut_inside(part):
+                        yield from self._word_runs(part)
+                    else:
+                        yield part
                     continue
                 pieces = [part]
                 for stage in self._stages:
                     pieces = stage(pieces)
                 yield from pieces
+
+    def _word_runs(self, part: str) -> Iterator[str | bytes]:
+        """``part``, which the stages cut inside some character, in runs of its words
+        (``_FALCON_WORD_CUT``): a run with no such character whole (for the one regex), the
+        others through the stages."""
+        words = _FALCON_WORD_CUT.split(part)
+        for inside, run in itertools.groupby(words, key=self._cut_inside):
+            chunk = "".join(run)
+            if not inside:
+                yield chunk
+                continue
+            pieces: Iterable[str | bytes] = [chunk]
+            for stage in self._stages:
+                pieces = stage(pieces)
+            yield from pieces
 
     def _run(self, text: str, skip: frozenset[int], count_only: bool, limit: int | None = None):
         """Ids of ``text`` (or their number); with ``limit``, None as soon as the count passes it."""
@@ -1779,7 +1805,7 @@ class HFEncoding(Encoding):
         whole = self._whole
         out: list[int] = []
         total = 0
-        for piece in self._pieces(text, skip, not staged):
+        for piece in self._pieces(text, skip, not dropping):
             if dropping and type(piece) is str and self._dropping.search(piece):
                 piece = piece.encode("utf-8")
             if type(piece) is bytes:  # split after ByteLevel, or holding a dropped byte

@@ -1117,3 +1117,31 @@ def test_hyp_neox_space_runs_equal_hf(neox_like, text):
     want = tok.encode(text, add_special_tokens=False).ids
     assert enc.encode_ordinary(text) == want
     assert enc.count(text) == len(want)
+
+
+_FALCON_MIXED = st.lists(
+    st.sampled_from(
+        ["a", "ü", "über", "\u00b2", "1\u00bd", "\u4e2d", "\u0432", "12", " ", "  ", "\t", "\n",
+         " \n", "\n ", ".", "'s", "$", "\u0661", "x\u00b9"]
+    ),
+    max_size=30,
+).map("".join)  # fmt: skip
+
+
+@given(text=_FALCON_MIXED)
+def test_hyp_falcon_word_runs_equal_hf(falcon_file, text):
+    """Text the stages cut inside characters runs in word runs (the clean ones through the
+    one regex): ids equal `tokenizers`' however the runs meet."""
+    enc, tok = falcon_file
+    want = tok.encode(text, add_special_tokens=False).ids
+    assert enc.encode_ordinary(text) == want
+    assert enc.count(text) == len(want)
+    assert enc.count_till_limit(text, max(len(want) - 1, 0)) == (None if want else 0)
+
+
+@pytest.mark.slow
+def test_falcon_file_full_corpora(falcon_file):
+    enc, tok = falcon_file
+    for name in (*CORPORA, "adv_unicode", "adv_digits", "adv_whitespace"):
+        text = read_corpus(name)
+        assert enc.encode_ordinary(text) == tok.encode(text, add_special_tokens=False).ids, name
