@@ -1145,3 +1145,11 @@ def test_falcon_file_full_corpora(falcon_file):
     for name in (*CORPORA, "adv_unicode", "adv_digits", "adv_whitespace"):
         text = read_corpus(name)
         assert enc.encode_ordinary(text) == tok.encode(text, add_special_tokens=False).ids, name
+
+
+@pytest.mark.slow
+def test_neox_space_runs_full_corpora(neox_like):
+    enc, tok = neox_like
+    for name in (*CORPORA, "adv_whitespace", "adv_unicode"):
+        text = read_corpus(name)
+        assert enc.encode_ordinary(text) == tok.encode(text, add_special_tokens=False).ids, name
