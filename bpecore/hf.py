@@ -68,8 +68,10 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import json
 import os
+import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -564,6 +566,68 @@ _DEEPSEEK_CODER_PATTERN = _deepseek_coder_pattern(r"\p{N}")
 _DEEPSEEK_CODER_DIGITS_PATTERN = _deepseek_coder_pattern(_DIGIT_SET)
 
 
+#: Falcon's chain: Punctuation (Contiguous), ByteLevel with GPT-2's regex, Digits (runs), then a
+#: Split isolating groups of three ASCII digits. Its stage configs, as its file spells them:
+_FALCON_STAGES = (
+    {"type": "Punctuation", "behavior": "Contiguous"},
+    {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+    {"type": "Digits", "individual_digits": False},
+    {"type": "Split", "pattern": {"Regex": "[0-9][0-9][0-9]"}, "behavior": "Isolated"},
+)
+#: ... and the one regex that cuts as that chain does, on text without a ``_FALCON_BYTE_CUT``
+#: character. A punctuation run (``_PUNCT``) is a piece alone: GPT-2's regex takes it whole
+#: (it holds no letter, digit or space) and no other piece holds punctuation; the apostrophe is
+#: punctuation, so the contractions never match. Between punctuation runs GPT-2's alternatives
+#: run as they are, except that ``\s+(?!\S)`` also ends before punctuation (its piece ends
+#: there; greedy ``\s+`` tries the whole run first, so nothing else changes). The last two
+#: stages run on ByteLevel's characters, where the only digits are ASCII digits (bytes 0x30-0x39
+#: map to themselves) and the ``¹²³¼½¾`` that bytes 0xB2, 0xB3, 0xB9, 0xBC-0xBE map to: on text
+#: without a character holding one of those bytes they cut each ASCII digit run out of its
+#: `` ?\p{N}+`` piece (a space before one is a piece alone) and into groups of three from its
+#: left, which ``[0-9]{1,3}`` (no other alternative takes an ASCII digit) does; the rest of the
+#: piece, other numerals with the space before them, stays whole. Text holding such a character
+#: (they are cut inside: ByteLevel's pieces are bytes) takes the stages. No letter, numeral or
+#: whitespace is punctuation (``test_hf.py::test_falcon_classes_disjoint``), so the classes need
+#: no set operations (with ``(?V1)`` differences ``finditer`` took 4x as long) and the letter
+#: run, the commonest piece, goes first (the alternatives start on disjoint characters).
+_FALCON_PUNCT = _PUNCT[1:-1]
+_FALCON_PATTERN = "|".join(
+    [
+        r" ?\p{L}+",
+        f"[{_FALCON_PUNCT}]+",
+        "[0-9]{1,3}",
+        r" ?[^\P{N}0-9]+",
+        f" ?[^\\s\\p{{L}}\\p{{N}}{_FALCON_PUNCT}]+",
+        f"\\s+(?:(?!\\S)|(?=[{_FALCON_PUNCT}]))",
+        r"\s+",
+    ]
+)
+#: The UTF-8 bytes ByteLevel maps to a numeral other than an ASCII digit (``¹²³¼½¾``: ``Digits``
+#: cuts at them, inside a character).
+#: Where Falcon's pieces always end, whatever comes before or after: before a space between two
+#: non-space characters, and after a whitespace character (not a space) that follows a non-space
+#: one and precedes another: no piece holds a non-space character and then whitespace, and the
+#: only whitespace a piece starting with whitespace runs into is a space before a non-space one.
+#: Text cut there runs as its parts do, so the parts with no character the stages cut inside
+#: take the one regex and only the others the stages.
+_FALCON_WORD_CUT = re.compile(r"(?<=\S)(?= \S)|(?<=\S[^\S ])(?=\S)")
+_FALCON_BYTE_CUT = re.compile(rb"[\xb2\xb3\xb9\xbc-\xbe]")  # `re`: 2.7x `regex` here
+
+
+def _is_falcon(stages: list[dict]) -> bool:
+    """Whether ``stages`` are Falcon's chain (``_FALCON_STAGES``; unnamed keys at their defaults)."""
+    if len(stages) != len(_FALCON_STAGES):
+        return False
+    defaults = {"invert": False, "trim_offsets": True}
+    for stage, want in zip(stages, _FALCON_STAGES):
+        extra = {k: v for k, v in stage.items() if k not in want}
+        if any(stage.get(k) != v for k, v in want.items()) or any(
+            defaults.get(k, object()) != v for k, v in extra.items()
+        ):
+            return False
+    return True
+
+
 def _single_pattern(pre: Any) -> str | None:
     """The one regex the whole pre-tokenizer amounts to, or None when it is not that simple."""
     if not isinstance(pre, dict):
@@ -583,6 +647,8 @@ def _single_pattern(pre: Any) -> str | None:
         and stages[1].get("use_regex", True) is True
     ):
         return _STARCODER_PATTERN
+    if _is_falcon(stages):
+        return _FALCON_PATTERN
     *splits, byte_level = stages
     digits = bool(splits) and splits[-1] == {"type": "Digits", "individual_digits": True}
     if digits:
@@ -817,18 +883,53 @@ _SPACE_AT_END = regex.compile(r"\s*\Z")
 _SPACE_AT_START = regex.compile(r"\s*")
 
 
+def _trie_pattern(texts: Iterable[str]) -> str:
+    """One regex matching exactly ``texts``, the longest one where several start at a position:
+    their trie, where a node that ends a text makes the rest optional (greedy, so the longest
+    is tried first and the search backs off to the shorter). A flat alternation of GPT-NeoX's
+    178 runs of spaces tries every run at every position; the trie reads each space once."""
+    trie: dict = {}
+    for text in texts:
+        node = trie
+        for char in text:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def spell(node: dict) -> str:
+        branches = [regex.escape(char) + spell(child) for char, child in node.items() if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:
+            return body + "?" if len(branches) == 1 and len(branches[0]) == 1 else f"(?:{body})?"
+        return body
+
+    return spell(trie)
+
+
 class _Matcher:
     """Leftmost-longest search for a set of added tokens, cut as `tokenizers` cuts (flags included)."""
 
     def __init__(self, tokens: list[tuple[str, _Added]]) -> None:
         self.by_text = {text: tok for text, tok in tokens if text}
-        texts = sorted(self.by_text, key=len, reverse=True)  # longest first: leftmost-longest
-        self.rx = regex.compile("|".join(map(regex.escape, texts))) if texts else None
+        self.rx = regex.compile(_trie_pattern(self.by_text)) if self.by_text else None
+        # Every token's first two characters (or its one), when they are few: a text holding
+        # none of them holds no token, which ``str.__contains__`` tells at C speed.
+        heads = tuple({text[:2] for text in self.by_text})
+        self.heads = heads if len(heads) <= 16 else None
+
+    def _may_hold(self, text: str) -> bool:
+        """False when ``text`` holds no token's first characters (so no token)."""
+        return self.heads is None or any(head in text for head in self.heads)
+
+    def search(self, text: str) -> bool:
+        """Whether some token's text occurs in ``text``."""
+        return self.rx is not None and self._may_hold(text) and self.rx.search(text) is not None
 
     def cut(self, text: str, skip: frozenset[int]) -> list[tuple[str, int | None]]:
         """(segment, id or None) covering ``text``; matches of tokens whose id is in ``skip`` are
         read as text (and still hide what they overlap, as in `tokenizers`)."""
-        if self.rx is None or not text:
+        if self.rx is None or not text or not self._may_hold(text):
             return [(text, None)]
         out: list[tuple[str, int | None]] = []
         start_offset = 0
@@ -1023,8 +1124,9 @@ def _possible(missing: bytes) -> bytes:
     return bytes(b for b in missing if b < 0xC0 or 0xC2 <= b <= 0xF4)
 
 
-def _dropped_chars(missing: bytes) -> regex.Pattern | None:
-    """The characters whose UTF-8 holds one of the ``missing`` bytes (ASCII or lead bytes)."""
+def _dropped_chars(missing: bytes) -> re.Pattern | None:
+    """The characters whose UTF-8 holds one of the ``missing`` bytes (ASCII or lead bytes), as a
+    `re` class (its search of 100 KB of English for Falcon's 15 ranges: 0.74 ms in `regex`)."""
     spans = []
     for b in _possible(missing):
         if b < 0x80:
@@ -1036,7 +1138,7 @@ def _dropped_chars(missing: bytes) -> regex.Pattern | None:
         else:
             lo, hi = max((b & 0x07) << 18, 0x10000), min(((b & 0x07) << 18) | 0x3FFFF, 0x10FFFF)
         spans.append(f"\\U{lo:08x}-\\U{hi:08x}")
-    return regex.compile(f"[{''.join(spans)}]") if spans else None
+    return re.compile(f"[{''.join(spans)}]") if spans else None
 
 
 def _list_bpe(
@@ -1658,6 +1760,8 @@ class HFEncoding(Encoding):
         # `tokenizers` drops them; texts holding none take the usual paths.
         self._missing = missing
         self._dropping = _dropped_chars(missing)
+        # Falcon's one regex holds on text without a character its later stages cut inside.
+        self._byte_cut = _FALCON_BYTE_CUT if pattern == _FALCON_PATTERN else None
         self.max_token_value = max([vocab.max_id - len(missing), *self._special_bytes])
 
     # --------------------------------------------------------------- the pipeline
@@ -1680,12 +1784,30 @@ class HFEncoding(Encoding):
                 if not part:
                     continue
                 if segments and self._segment_core is not None:
-                    yield part
+                    if self._cut_inside(part):
+                        yield from self._word_runs(part)
+                    else:
+                        yield part
                     continue
                 pieces = [part]
                 for stage in self._stages:
                     pieces = stage(pieces)
                 yield from pieces
+
+    def _word_runs(self, part: str) -> Iterator[str | bytes]:
+        """``part``, which the stages cut inside some character, in runs of its words
+        (``_FALCON_WORD_CUT``): a run with no such character whole (for the one regex), the
+        others through the stages."""
+        words = _FALCON_WORD_CUT.split(part)
+        for inside, run in itertools.groupby(words, key=self._cut_inside):
+            chunk = "".join(run)
+            if not inside:
+                yield chunk
+                continue
+            pieces: Iterable[str | bytes] = [chunk]
+            for stage in self._stages:
+                pieces = stage(pieces)
+            yield from pieces
 
     def _run(
         self,
@@ -1699,7 +1821,8 @@ class HFEncoding(Encoding):
         ``num_threads`` serves the one compiled call (``Encoding.count``)."""
         text = _valid(text)
         dropping = self._dropping is not None and self._dropping.search(text) is not None
-        if self._segment_core is not None and not dropping and self._untouched(text):
+        staged = dropping or self._cut_inside(text)
+        if self._segment_core is not None and not staged and self._untouched(text, True):
             core = self._segment_core  # the pipeline is the identity: one compiled call
             if not count_only:
                 return _encode_long(core, text, num_threads)
@@ -1851,15 +1974,24 @@ class HFEncoding(Encoding):
 
     def _no_added(self, text: str) -> bool:
         """Whether no added token's text (as matched, raw or normalized) occurs in ``text``."""
-        return (self._raw.rx is None or self._raw.rx.search(text) is None) and (
-            self._normed.rx is None or self._normed.rx.search(text) is None
+        return not self._raw.search(text) and not self._normed.search(text)
+
+    def _cut_inside(self, text: str) -> bool:
+        """Whether the stages cut ``text`` inside a character, where the one regex cannot."""
+        return (
+            self._byte_cut is not None
+            and not text.isascii()
+            and self._byte_cut.search(text.encode("utf-8", "surrogatepass")) is not None
         )
 
-    def _untouched(self, text: str) -> bool:
+    def _untouched(self, text: str, kept: bool = False) -> bool:
         """Whether the pipeline before the one-regex split is the identity on ``text``: no added
         token's text in it and a normalizer of Unicode forms (or none) under which it is already
-        normalized (``unicodedata.is_normalized``, a C-speed quick check)."""
-        if self._dropping is not None and self._dropping.search(text):
+        normalized (``unicodedata.is_normalized``, a C-speed quick check). ``kept``: the caller
+        has found no dropped byte's character and nothing the stages cut inside already."""
+        if not kept and (
+            (self._dropping is not None and self._dropping.search(text)) or self._cut_inside(text)
+        ):
             return False
         norm = self._normalizer
         if norm is not None and (
@@ -1873,6 +2005,8 @@ class HFEncoding(Encoding):
         """Whether the pipeline runs every slice of ``text`` as the plain encoding would: no added
         token's text occurs in it and the normalizer changes none of its slices."""
         if not self._no_added(text) or (self._dropping is not None and self._dropping.search(text)):
+            return False
+        if self._cut_inside(text):
             return False
         norm = self._normalizer
         return norm is None or text.isascii() or _not_inert(norm.forms).search(text) is None
@@ -1897,6 +2031,12 @@ class HFEncoding(Encoding):
         core, whole = self._core, self._whole
         total = 0
         for piece in pieces:
+            if type(piece) is bytes:  # after ByteLevel (Falcon's last two stages follow it)
+                tid = whole.get(piece) if whole else None
+                total += 1 if tid is not None else len(self._piece_ids(piece))
+                if total > limit:
+                    return None
+                continue
             if whole and piece.encode("utf-8") in whole:
                 total += 1
                 if total > limit:
@@ -2184,6 +2324,7 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
             _DEEPSEEK_CODER_PATTERN,
             _DEEPSEEK_CODER_DIGITS_PATTERN,
         )  # one-pass split_at
+        and pattern != _FALCON_PATTERN  # cuts inside characters the regex cannot
         and normalizer is None
         and not whole
         and not _possible(missing)

@@ -920,3 +920,252 @@ def test_scanner_classes_match_tokenizers():
 @pytest.mark.slow
 def test_scanner_classes_match_tokenizers_everywhere():
     _check_scanner_classes(_sample_code_points(True))
+
+
+# ------------------------------------------------------------------ Falcon's chain as one regex
+def _falcon_pre():
+    """Falcon: punctuation runs, GPT-2's ByteLevel regex, digit runs, groups of three digits."""
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Punctuation(behavior="contiguous"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            pre_tokenizers.Digits(individual_digits=False),
+            pre_tokenizers.Split(Regex("[0-9][0-9][0-9]"), behavior="isolated", invert=False),
+        ]
+    )
+
+
+def _without_byte_cuts(text: str) -> str:
+    """``text`` without the characters the chain cuts inside (``_FALCON_BYTE_CUT``), which the
+    one regex leaves to the stages."""
+    from bpecore.hf import _FALCON_BYTE_CUT
+
+    return "".join(c for c in text if not _FALCON_BYTE_CUT.search(c.encode("utf-8")))
+
+
+def _falcon_spans(text: str) -> tuple[list, list]:
+    import regex
+
+    from bpecore.hf import _FALCON_PATTERN
+
+    ours = [m.span() for m in regex.finditer(_FALCON_PATTERN, text)]
+    return ours, [sp for _, sp in _falcon_pre().pre_tokenize_str(text)]
+
+
+#: Where Falcon's chain tells classes apart: ASCII punctuation that is a symbol elsewhere ($+<=>^`|~),
+#: Unicode punctuation (and the \p{P} that `tokenizers`' older tables lack), apostrophes before
+#: contraction letters, ASCII digit runs of every length with and without a space, other numerals
+#: (Arabic-Indic, Roman, the 13 digits only `tokenizers` counts), whitespace runs before letters,
+#: digits and punctuation, symbols, marks.
+_FALCON_ALPHABET = st.sampled_from(
+    ["a", "Z", "é", "\u0301", "1", "12", "123", "1234", "1234567", " 1", "  12", " 12345",
+     "\u0661", "\u2167", "\U00011de0", "\U00016ff4", ".", ",", "...", "'", "'s", "'ll", "$", "+",
+     "<", "=", "^", "`", "|", "~", "-", "\u2019", "\u3001", "\u00a1", "\u055a", "\u2e4f",
+     "\u0f14", " ", "  ", "\t", "\n", "\r\n", " \n ", "\u3000", "\xa0", "©", "€", "日", "\x00",
+     "\U0001f600", " .", " $", " a", "\t1"]
+)  # fmt: skip
+_FALCON_TEXT = st.lists(_FALCON_ALPHABET, max_size=30).map("".join)
+
+
+def test_falcon_classes_disjoint():
+    """No letter, numeral or whitespace is in `tokenizers`' punctuation set: the one regex's
+    classes need no set difference."""
+    import regex
+
+    from bpecore.hf import _FALCON_PUNCT
+
+    text = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000)
+    assert regex.search(f"[{_FALCON_PUNCT}]", text)
+    assert not regex.search(f"[{_FALCON_PUNCT}&&[\\p{{L}}\\p{{N}}\\s]]", text, flags=regex.V1)
+
+
+def test_falcon_chain_is_one_regex():
+    """Falcon's chain runs as one regex whose pieces are `tokenizers`' (offsets) on 64 KB of
+    every corpus, adversarial ones included, without the characters the chain cuts inside."""
+    names = [n for n in ("english", "code", "multilingual", "adv_unicode", "adv_digits")]
+    for name in names + ["adv_whitespace", "adv_base64"]:
+        text = _without_byte_cuts(read_corpus(name)[: DEFAULT_BYTES * 4])
+        ours, theirs = _falcon_spans(text)
+        assert ours == theirs, name
+
+
+@pytest.mark.slow
+def test_falcon_chain_full_corpora():
+    for name in (*CORPORA, "adv_unicode", "adv_digits", "adv_whitespace", "adv_base64"):
+        ours, theirs = _falcon_spans(_without_byte_cuts(read_corpus(name)))
+        assert ours == theirs, name
+
+
+@given(text=_FALCON_TEXT)
+def test_hyp_falcon_chain_is_one_regex(text):
+    ours, theirs = _falcon_spans(_without_byte_cuts(text))
+    assert ours == theirs
+
+
+@pytest.fixture(scope="module")
+def falcon_file(tmp_path_factory):
+    """A trained tokenizer.json with Falcon's chain and its special tokens' flags."""
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = _falcon_pre()
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=700, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(_train_text(), trainer)
+    tok.add_special_tokens([AddedToken(">>TITLE<<", normalized=False), AddedToken("<|endoftext|>")])
+    path = tmp_path_factory.mktemp("falcon") / "falcon.json"
+    path.write_text(tok.to_str())
+    return bpecore.load_hf(str(path)), tok
+
+
+#: Characters whose UTF-8 holds a byte ByteLevel maps to a numeral (``¹²³¼½¾``), next to digits.
+_FALCON_CUTS = "1\u00b22 3\u00b9\u00bc ü9über 12ü345 \u4e2d\u00be\u0432\u043e 5\u00bd"
+
+
+def test_falcon_file_takes_the_one_regex(falcon_file):
+    """A file with Falcon's chain counts through the one regex, equals `tokenizers` on every
+    corpus slice, and text the chain cuts inside characters takes the stages, as exactly."""
+    import bpecore.hf
+
+    enc, tok = falcon_file
+    assert isinstance(enc, HFEncoding)
+    assert enc._segment_core.pattern == bpecore.hf._FALCON_PATTERN
+    texts = [read_corpus(c)[:DEFAULT_BYTES] for c in (*CORPORA, "adv_digits")]
+    for text in [*texts, _FALCON_CUTS, "x" + _FALCON_CUTS * 3, "2024 was 12,345.67$ >>TITLE"]:
+        want = tok.encode(text, add_special_tokens=False).ids
+        assert enc.encode_ordinary(text) == want
+        assert enc.count(text) == len(want)
+        assert enc.count_till_limit(text, len(want)) == len(want)
+        assert enc.count_till_limit(text, len(want) - 1) is None
+    text = "In 2024 >>TITLE<< 12345ü"
+    want = tok.encode(text, add_special_tokens=False).ids
+    assert enc.encode(text, allowed_special="all") == want
+    ascii_text = read_corpus("english")[:2000]
+    assert enc._untouched(ascii_text) and not enc._untouched(ascii_text + "ü")
+
+
+@given(text=_FALCON_TEXT, extra=st.sampled_from(["", "\u00b2", "ü", "\u00bc1", "\u4e2d", "\u0432"]))
+def test_hyp_falcon_file_equals_hf(falcon_file, text, extra):
+    enc, tok = falcon_file
+    text = text + extra + text
+    want = tok.encode(text, add_special_tokens=False).ids
+    assert enc.encode_ordinary(text) == want
+    assert enc.count(text) == len(want)
+
+
+def test_falcon_exact_operations(falcon_file):
+    """split_at, split_at_end and the interval counter stay exact on Falcon's chain, with and
+    without the characters it cuts inside."""
+    enc, tok = falcon_file
+
+    def count(s: str) -> int:
+        return len(tok.encode(s, add_special_tokens=False).ids)
+
+    for text in ("In 2024, 1234567 people.. said 'hello'  world!\n" * 2, _FALCON_CUTS):
+        counter = enc.interval_counter(text)
+        for i in range(0, len(text), 7):
+            for j in range(i, len(text) + 1, 5):
+                assert counter.count(i, j) == count(text[i:j])
+        for n in (0, 3, 9):
+            k = enc.split_at(text, n)
+            assert count(text[:k]) <= n and (k == len(text) or count(text[: k + 1]) > n)
+            k = enc.split_at_end(text, n)
+            assert count(text[k:]) <= n and (k == 0 or count(text[k - 1 :]) > n)
+
+
+# -------------------------------------------------------- added tokens: the cut (GPT-NeoX's runs)
+@given(
+    tokens=st.sets(st.text(alphabet="ab <|\t", min_size=1, max_size=5), min_size=1, max_size=8),
+    text=st.text(alphabet="ab <|\tc\n", max_size=30),
+)
+def test_hyp_trie_is_leftmost_longest(tokens, text):
+    """The added-token trie finds what the longest-first alternation of the texts finds."""
+    import regex
+
+    from bpecore.hf import _trie_pattern
+
+    flat = "|".join(map(regex.escape, sorted(tokens, key=len, reverse=True)))
+    trie = _trie_pattern(tokens)
+    assert [m.span() for m in regex.finditer(trie, text)] == [
+        m.span() for m in regex.finditer(flat, text)
+    ]
+
+
+@pytest.fixture(scope="module")
+def neox_like(tmp_path_factory):
+    """GPT-NeoX's layout: NFC, GPT-2's ByteLevel, its special tokens and its non-special added
+    tokens, the runs of 2 to 24 spaces (not normalized)."""
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=700, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(_train_text(), trainer)
+    tok.add_special_tokens([AddedToken("<|endoftext|>", normalized=False)])
+    tok.add_tokens([AddedToken(" " * n, normalized=False) for n in range(24, 1, -1)])
+    path = tmp_path_factory.mktemp("neox") / "neox.json"
+    path.write_text(tok.to_str())
+    return bpecore.load_hf(str(path)), tok
+
+
+_NEOX_TEXT = st.lists(
+    st.sampled_from(["a", "b", " ", "  ", " " * 5, " " * 23, "\t", "\n", "\r\n", "1", ".", "é"]),
+    max_size=40,
+).map("".join)
+
+
+def test_neox_space_runs_equal_hf(neox_like):
+    """Runs of spaces cut out as added tokens equal `tokenizers` on corpus slices (the code and
+    whitespace corpora are full of runs) and on runs longer than the longest token."""
+    enc, tok = neox_like
+    texts = [read_corpus(c)[:DEFAULT_BYTES] for c in (*CORPORA, "adv_whitespace")]
+    for text in [*texts, " " * 60 + "x" + " " * 25 + "\t  \n   y", "no runs here", ""]:
+        want = tok.encode(text, add_special_tokens=False).ids
+        assert enc.encode_ordinary(text) == want
+        assert enc.count(text) == len(want)
+
+
+@given(text=_NEOX_TEXT)
+def test_hyp_neox_space_runs_equal_hf(neox_like, text):
+    enc, tok = neox_like
+    want = tok.encode(text, add_special_tokens=False).ids
+    assert enc.encode_ordinary(text) == want
+    assert enc.count(text) == len(want)
+
+
+_FALCON_MIXED = st.lists(
+    st.sampled_from(
+        ["a", "ü", "über", "\u00b2", "1\u00bd", "\u4e2d", "\u0432", "12", " ", "  ", "\t", "\n",
+         " \n", "\n ", ".", "'s", "$", "\u0661", "x\u00b9"]
+    ),
+    max_size=30,
+).map("".join)  # fmt: skip
+
+
+@given(text=_FALCON_MIXED)
+def test_hyp_falcon_word_runs_equal_hf(falcon_file, text):
+    """Text the stages cut inside characters runs in word runs (the clean ones through the
+    one regex): ids equal `tokenizers`' however the runs meet."""
+    enc, tok = falcon_file
+    want = tok.encode(text, add_special_tokens=False).ids
+    assert enc.encode_ordinary(text) == want
+    assert enc.count(text) == len(want)
+    assert enc.count_till_limit(text, max(len(want) - 1, 0)) == (None if want else 0)
+
+
+@pytest.mark.slow
+def test_falcon_file_full_corpora(falcon_file):
+    enc, tok = falcon_file
+    for name in (*CORPORA, "adv_unicode", "adv_digits", "adv_whitespace"):
+        text = read_corpus(name)
+        assert enc.encode_ordinary(text) == tok.encode(text, add_special_tokens=False).ids, name
+
+
+@pytest.mark.slow
+def test_neox_space_runs_full_corpora(neox_like):
+    enc, tok = neox_like
+    for name in (*CORPORA, "adv_whitespace", "adv_unicode"):
+        text = read_corpus(name)
+        assert enc.encode_ordinary(text) == tok.encode(text, add_special_tokens=False).ids, name
