@@ -108,9 +108,9 @@ def _train_text() -> list[str]:
     return [read_corpus(name)[:40_000] for name in ("english", "multilingual", "code")]
 
 
-def _build(kind: str, directory: Path, ignore_merges: bool = False) -> Path:
-    """A trained tokenizer.json of ``kind`` with ids shuffled (merge order is no longer id order)."""
-    normalizer, pre = CONFIGS[kind]()
+def _trained(pre, normalizer=None):
+    """A byte-level BPE of 700 tokens trained on ``_train_text`` with this pre-tokenizer (and
+    normalizer), without added tokens."""
     tok = tokenizers.Tokenizer(models.BPE())
     if normalizer is not None:
         tok.normalizer = normalizer
@@ -120,6 +120,13 @@ def _build(kind: str, directory: Path, ignore_merges: bool = False) -> Path:
         vocab_size=700, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
     tok.train_from_iterator(_train_text(), trainer)
+    return tok
+
+
+def _build(kind: str, directory: Path, ignore_merges: bool = False) -> Path:
+    """A trained tokenizer.json of ``kind`` with ids shuffled (merge order is no longer id order)."""
+    normalizer, pre = CONFIGS[kind]()
+    tok = _trained(pre, normalizer)
     strip = kind != "plain"  # plain: the compiled path, which takes special tokens without flags
     tok.add_special_tokens(
         [
@@ -650,13 +657,7 @@ def test_chain_file_takes_the_one_regex(kind, tmp_path):
     import bpecore.hf
 
     pre, name = CHAINS[kind]
-    tok = tokenizers.Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre()
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=700, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(_train_text(), trainer)
+    tok = _trained(pre())
     tok.add_special_tokens([AddedToken("<|endoftext|>", normalized=False)])
     path = tmp_path / f"{kind}.json"
     path.write_text(tok.to_str())
@@ -1005,13 +1006,7 @@ def test_hyp_falcon_chain_is_one_regex(text):
 @pytest.fixture(scope="module")
 def falcon_file(tmp_path_factory):
     """A trained tokenizer.json with Falcon's chain and its special tokens' flags."""
-    tok = tokenizers.Tokenizer(models.BPE())
-    tok.pre_tokenizer = _falcon_pre()
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=700, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(_train_text(), trainer)
+    tok = _trained(_falcon_pre())
     tok.add_special_tokens([AddedToken(">>TITLE<<", normalized=False), AddedToken("<|endoftext|>")])
     path = tmp_path_factory.mktemp("falcon") / "falcon.json"
     path.write_text(tok.to_str())
@@ -1095,14 +1090,9 @@ def test_hyp_trie_is_leftmost_longest(tokens, text):
 def neox_like(tmp_path_factory):
     """GPT-NeoX's layout: NFC, GPT-2's ByteLevel, its special tokens and its non-special added
     tokens, the runs of 2 to 24 spaces (not normalized)."""
-    tok = tokenizers.Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=700, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    tok = _trained(
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True), normalizers.NFC()
     )
-    tok.train_from_iterator(_train_text(), trainer)
     tok.add_special_tokens([AddedToken("<|endoftext|>", normalized=False)])
     tok.add_tokens([AddedToken(" " * n, normalized=False) for n in range(24, 1, -1)])
     path = tmp_path_factory.mktemp("neox") / "neox.json"
