@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import bpecore
-from bpecore.chunker import chunk
+from bpecore.chunker import _DEFINITIONS, _definition_matches, chunk
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
@@ -118,6 +118,24 @@ CASES = [(name, mode, b) for name, modes in SETS.items() for mode in modes for b
 @pytest.mark.parametrize(("name", "mode", "budget"), CASES)
 def test_recorded_chunks(name: str, mode: str, budget: int) -> None:
     assert _digest(name, mode, budget) == RECORDED[f"{name}/{mode}/{budget}"]
+
+
+_MIXED = (
+    "export default async function f() {\n  const x = (a) => 1;\n}\n\tclass A {}\n"
+    "let y = async function() {}\ntype T<A> = B;\nfunc (r *R) M() {}\n"
+    "pub(crate) unsafe fn g() {}\nmacro_rules! m {}\n  export const h = x => x\n"
+    "async  def   é(): pass\ndefine x\nclass1 = 2\n    def _f(self):\nimpl<T> X for T {}\n"
+)
+
+
+@pytest.mark.parametrize("language", sorted(_DEFINITIONS))
+def test_definition_matches(language: str) -> None:
+    texts = [_MIXED, _MIXED.replace("\n", "\r\n")]
+    for name in ("code", "english"):
+        texts.extend(_texts(name))
+    for text in texts:
+        want = [m.span() for m in _DEFINITIONS[language].finditer(text)]
+        assert [m.span() for m in _definition_matches(language, text)] == want
 
 
 if __name__ == "__main__":
