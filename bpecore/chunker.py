@@ -125,6 +125,8 @@ _NO_CUT_AFTER = regex.compile(r"[\p{GCB=ZWJ}\p{GCB=Prepend}]")
 # the first Prepend), so most cuts need no regex call; a test checks the bounds.
 _FIRST_NO_CUT_BEFORE = "\u0300"
 _FIRST_NO_CUT_AFTER = "\u0600"
+_ASCII_CLOSE = frozenset("\"'()[]{}")  # the ASCII members of SB=Close (a test checks them)
+_ASCII_TERMINATORS = frozenset("!.?")  # ... and of SB=STerm and SB=ATerm
 _LOWER = regex.compile(r"\p{Ll}")
 _WORD_BEFORE_DOT = regex.compile(r"(\w+)\.$")
 # A list item's number ("2. Next step") at a line start, or after an escaped newline ("\\n2.")
@@ -374,6 +376,7 @@ class _Chunker:
         if not hasattr(self.counter, "crossing"):
             self.counter = _CountSearches(self.counter)
         self.chars_per_token = 4.0
+        self.ascii = text.isascii()
         self.heading_ends: set[int] = set()  # where a heading's body starts: no cut there
         if language is None and not markdown:
             language = _detect_language(text)
@@ -549,8 +552,12 @@ class _Chunker:
         sentence = level == _SENTENCE or level == _LOWER_SENTENCE
         endpos = min(self.n, e + 1) if sentence else e
         skip = level in _WS_FOLLOWS
-        for m in pattern.finditer(text, s, endpos):
-            b = m.end()
+        if sentence:
+            matches = self._sentence_spans(s, endpos)
+        else:
+            matches = ((m.start(), m.end()) for m in pattern.finditer(text, s, endpos))
+        for start, end in matches:
+            b = end
             if b <= s:
                 return
             if skip:
@@ -559,11 +566,40 @@ class _Chunker:
                     b = w.end()
             if b > e or self._cuts_cluster(b):
                 continue
-            if sentence and not self._sentence_ends(m, b, level == _LOWER_SENTENCE):
+            if sentence and not self._sentence_ends(start, end, b, level == _LOWER_SENTENCE):
                 continue
             if b in self.heading_ends:
                 continue  # keep a heading with the text under it
             yield b
+
+    def _sentence_spans(self, s: int, endpos: int) -> Iterator[tuple[int, int]]:
+        """``(start, end)`` of the matches of the reverse ``_SENTENCE_RE`` search of
+        ``text[s:endpos]``, in its order; without the regex when that text is ASCII.
+
+        In ASCII a match is a run of ``.``, ``!``, ``?`` (SB=ATerm, STerm), the quotes and brackets
+        after it (SB=Close), then whitespace: each run of terminators is found with ``str.rfind``
+        and taken if whitespace follows its closers before ``endpos`` (a test checks the two agree
+        on random text). The regex checks SB properties at every position it passes.
+        """
+        text = self.text
+        if not (self.ascii or text[s:endpos].isascii()):
+            for m in _SENTENCE_RE.finditer(text, s, endpos):
+                yield m.start(), m.end()
+            return
+        find = text.rfind
+        hi = endpos
+        while True:
+            p = max(find(".", s, hi), find("!", s, hi), find("?", s, hi))
+            if p < 0:
+                return
+            end = p + 1
+            while end < endpos and text[end] in _ASCII_CLOSE:
+                end += 1
+            hi = p
+            while hi > s and text[hi - 1] in _ASCII_TERMINATORS:
+                hi -= 1
+            if end < endpos and text[end].isspace():
+                yield hi, end
 
     def _newline_level(
         self, paragraph: bool, s: int, min_end: int, e: int
@@ -647,21 +683,19 @@ class _Chunker:
             else:
                 i = j  # no match ends after i; the next one to try ends after j
 
-    def _sentence_ends(self, m: regex.Match, b: int, lower: bool) -> bool:
-        """Whether the terminator ``m`` ends a sentence: not after an abbreviation or an initial,
-        and (unless ``lower``) not before a lower-case letter."""
+    def _sentence_ends(self, start: int, end: int, b: int, lower: bool) -> bool:
+        """Whether the terminator matched at ``text[start:end]`` ends a sentence at ``b``: not after
+        an abbreviation or an initial, and (unless ``lower``) not before a lower-case letter."""
         text = self.text
         if not lower and b < self.n and _LOWER.match(text, b):
             return False
-        if m.group() == ".":
-            w = _WORD_BEFORE_DOT.search(text, max(0, m.start() - 24), m.start() + 1)
+        if end - start == 1 and text[start] == ".":
+            w = _WORD_BEFORE_DOT.search(text, max(0, start - 24), start + 1)
             if w is not None:
                 word = w.group(1)
                 if (len(word) == 1 and word.isalpha()) or word.lower() in _ABBREVIATIONS:
                     return False
-                if word[-1].isdigit() and _LIST_NUMBER.search(
-                    text, max(0, m.start() - 8), m.start() + 1
-                ):
+                if word[-1].isdigit() and _LIST_NUMBER.search(text, max(0, start - 8), start + 1):
                     return False
         return True
 

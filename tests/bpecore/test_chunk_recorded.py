@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import random
 import sys
 from pathlib import Path
 
 import pytest
+import regex
 
 import bpecore
+from bpecore import chunker
 from bpecore.chunker import _DEFINITIONS, _definition_matches, chunk
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,6 +139,23 @@ def test_definition_matches(language: str) -> None:
     for text in texts:
         want = [m.span() for m in _DEFINITIONS[language].finditer(text)]
         assert [m.span() for m in _definition_matches(language, text)] == want
+
+
+def test_sentence_spans() -> None:
+    ascii_ = [chr(c) for c in range(128)]
+    assert {c for c in ascii_ if regex.match(r"\p{SB=Close}", c)} == set(chunker._ASCII_CLOSE)
+    terminators = {c for c in ascii_ if regex.match(r"[\p{SB=STerm}\p{SB=ATerm}]", c)}
+    assert terminators == set(chunker._ASCII_TERMINATORS)
+    rng = random.Random(22)
+    enc = bpecore.get_encoding("cl100k_base")
+    for alphabet in ("ab .!?\"')]}([{ \n\t\x1c", 'a.!? )"', "ab .!?) \u3002\u00e9"):
+        for _ in range(2000):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 40)))
+            ch = chunker._Chunker(enc, text, 8, 0, True, False, "text")
+            s = rng.randrange(len(text))
+            endpos = rng.randrange(s, len(text) + 1)
+            want = [m.span() for m in chunker._SENTENCE_RE.finditer(text, s, endpos)]
+            assert list(ch._sentence_spans(s, endpos)) == want, (text, s, endpos)
 
 
 if __name__ == "__main__":
