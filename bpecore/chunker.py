@@ -755,6 +755,11 @@ class _Chunker:
     ) -> tuple[int, int, int] | None:
         """The first candidate from level ``top`` down to ``bottom`` whose chunk ``s..end`` fits."""
         limit, count = self.max_tokens, self.counter.count
+        if top >= _SECTION and bottom <= _SECTION:
+            best = self._section_levels(s, min_end, e, top)
+            if best is not None:
+                return best
+            top = _SECTION - 1
         for level in range(top, bottom - 1, -1):
             if level == _PARAGRAPH or level == _LINE:
                 best = self._newline_level(level == _PARAGRAPH, s, min_end, e)
@@ -771,6 +776,40 @@ class _Chunker:
                     return b, end, tokens
                 failed += 1
                 if failed >= _MAX_FAILED_PER_LEVEL and level != _CHAR:
+                    break
+        return None
+
+    def _section_levels(
+        self, s: int, min_end: int, e: int, top: int
+    ) -> tuple[int, int, int] | None:
+        """``_levels`` from ``top`` down to ``_SECTION``, with the sections in ``(s, e]`` looked up
+        once, not once per level, and a level skipped when its candidates are those of the level
+        above (which all failed, and would fail again)."""
+        limit, count = self.max_tokens, self.counter.count
+        sections, found = self.sections, []
+        for i in range(bisect_right(sections, (e, _SECTION + 6)) - 1, -1, -1):
+            pos, lvl = sections[i]
+            if pos <= s:
+                break
+            found.append((pos, lvl))
+        if not found:
+            return None
+        tried = None
+        for level in range(top, _SECTION - 1, -1):
+            candidates = [pos for pos, lvl in found if lvl >= level]
+            if candidates == tried:
+                continue
+            tried = candidates
+            failed = 0
+            for b in candidates:
+                end = self._rstrip(s, b)
+                if end <= min_end:
+                    break
+                tokens = count(s, end)
+                if tokens <= limit:
+                    return b, end, tokens
+                failed += 1
+                if failed >= _MAX_FAILED_PER_LEVEL:
                     break
         return None
 
