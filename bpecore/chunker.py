@@ -177,8 +177,9 @@ _DEFINITIONS = {
 _DEFINITIONS["tsx"] = _DEFINITIONS["typescript"]
 _DEFINITIONS["jsx"] = _DEFINITIONS["javascript"]
 # The words a definition line can start with (after its indentation), per language: a stdlib
-# ``re`` scan for them at line starts finds a superset of the definition lines, 3x faster than
-# the ``regex`` module's scan for the definition pattern (``_definition_matches``).
+# ``re`` scan for them after a newline finds a superset of the definition lines, 5x faster than
+# the ``regex`` module's scan for the definition pattern (``_definition_matches``; "\n" first, not
+# "^", lets the scan skip to newlines).
 _DEFINITION_WORDS = {
     "python": "async def class",
     "javascript": "export async function class const let var",
@@ -190,7 +191,7 @@ _DEFINITION_WORDS = {
 _DEFINITION_WORDS["tsx"] = _DEFINITION_WORDS["typescript"]
 _DEFINITION_WORDS["jsx"] = _DEFINITION_WORDS["javascript"]
 _DEFINITION_LINES = {
-    language: re.compile(r"^[ \t]*(?:" + "|".join(words.split()) + ")", re.MULTILINE)
+    language: re.compile(r"\n[ \t]*(?:" + "|".join(words.split()) + ")")
     for language, words in _DEFINITION_WORDS.items()
 }
 _ATTACHED = {
@@ -264,10 +265,13 @@ def _definition_matches(language: str, text: str) -> Iterator[regex.Match]:
     """The matches of ``_DEFINITIONS[language].finditer(text)``, in order: the definition pattern
     is tried only at the line starts that ``_DEFINITION_LINES`` finds (every definition match
     starts at a line start with one of those words and stays within its line, so the two agree;
-    a test checks it). 1 MB of Python: 17 ms -> 6 ms."""
+    a test checks it). 1 MB of Python: 17 ms -> 3.5 ms."""
     definition = _DEFINITIONS[language]
+    m = definition.match(text)
+    if m is not None:
+        yield m
     for line in _DEFINITION_LINES[language].finditer(text):
-        m = definition.match(text, line.start())
+        m = definition.match(text, line.start() + 1)
         if m is not None:
             yield m
 
