@@ -3,6 +3,7 @@
 Usage: python benches/bench_chunk.py [--corpora english code multilingual] [--limits 128 512 2048]
                                      [--size BYTES] [--runs N] [--splitters NAME ...] [--clock wall|cpu]
                                      [--count]
+       python benches/bench_chunk.py --sets prose code [--limits 128 256 512 1024] [--runs N]
 For each corpus (the first --size bytes of ../shared/corpora/<name>.1mb.txt.gz, default the whole
 file), each limit and each splitter it reports MB/s (UTF-8 input bytes / best of --runs; the runs
 of the splitters alternate, so a change in the machine's load hits them alike), the number of
@@ -18,6 +19,11 @@ with cl100k_base:
   sts-callback      TextSplitter.from_callback(len(tiktoken.encode_ordinary(s)), limit)
   langchain-token   langchain_text_splitters.TokenTextSplitter(encoding_name="cl100k_base")
   langchain-recursive  RecursiveCharacterTextSplitter.from_tiktoken_encoder(...)
+``--sets`` instead times bpecore alone against its own ``count``, on the texts of
+``bench_chunk_quality.py`` (prose: Chroma's five documents; code: the parseable prefix of the
+code corpus): per set, mode (the default; ``balance=True``; ``markdown=True`` on prose,
+``language="text"`` on code) and limit, the MB/s of ``count`` and of ``chunk`` over all the
+set's texts (process CPU time, medians of --runs, the two interleaved) and their ratio.
 tiktoken is built from ../shared/vocab (no download) and put in tiktoken's registry cache so the
 LangChain splitters find it. Splitters that are not installed are skipped.
 """
@@ -98,6 +104,46 @@ def _timed(clock: Callable[[], float], f: Callable[[str], object], text: str) ->
     return clock() - t0
 
 
+def against_count(sets: list[str], limits: list[int], runs: int) -> None:
+    """``chunk`` against ``count`` on the quality bench's texts (see the module docstring)."""
+    import statistics
+
+    import bench_chunk_quality as quality
+
+    from bpecore.chunker import chunk
+
+    enc = bpecore.get_encoding("cl100k_base")
+    modes = {
+        "prose": {"default": {}, "balance": {"balance": True}, "markdown": {"markdown": True}},
+        "code": {"default": {}, "balance": {"balance": True}, "text": {"language": "text"}},
+    }
+    print(f"# process CPU time, medians of {runs}, load average {os.getloadavg()[0]:.1f}")
+    print("| set   | mode     | limit | count MB/s | chunk MB/s | chunk / count |")
+    print("|-------|----------|------:|-----------:|-----------:|--------------:|")
+    for name in sets:
+        texts = list(
+            (quality.prose_set() if name == "prose" else quality.code_set(1 << 20))[0].values()
+        )
+        mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+        for mode, kwargs in modes[name].items():
+            for limit in limits:
+                t_count, t_chunk = [], []
+                for _ in range(runs):
+                    t0 = time.process_time()
+                    for t in texts:
+                        enc.count(t)
+                    t1 = time.process_time()
+                    for t in texts:
+                        chunk(t, enc, limit, **kwargs)
+                    t_count.append(t1 - t0)
+                    t_chunk.append(time.process_time() - t1)
+                c, k = mb / statistics.median(t_count), mb / statistics.median(t_chunk)
+                print(
+                    f"| {name:5} | {mode:8} | {limit:5d} | {c:10.1f} | {k:10.1f} | {k / c:13.2f} |",
+                    flush=True,
+                )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpora", nargs="+", default=["english", "code", "multilingual"])
@@ -113,7 +159,17 @@ def main() -> None:
         action="store_true",
         help="also time bpecore's count of each whole corpus (the floor chunking builds on)",
     )
+    ap.add_argument(
+        "--sets",
+        nargs="+",
+        choices=["prose", "code"],
+        help="time chunk against count on the quality bench's texts instead (bpecore only)",
+    )
     args = ap.parse_args()
+    if args.sets:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        against_count(args.sets, args.limits, max(args.runs, 3))
+        return
 
     import bpecore.chunker  # noqa: F401  (the name used by the bpecore contender)
 
