@@ -158,6 +158,16 @@ def test_sentence_spans() -> None:
             assert list(ch._sentence_spans(s, endpos)) == want, (text, s, endpos)
 
 
+def test_markdown_matches() -> None:
+    rng = random.Random(22)
+    pieces = ["#", "##", " ", "\n", "=", "-", "```", "~~~", "a", "\t", "x y", "\r", "#######"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randrange(30))) for _ in range(5000)]
+    texts += _texts("prose") + _texts("code")
+    for text in texts:
+        want = [m.span() for m in chunker._MARKDOWN_RE.finditer(text)]
+        assert [m.span() for m in chunker._markdown_matches(text)] == want, text
+
+
 if __name__ == "__main__":
     sys.stdout.write("RECORDED = {\n")
     for name, mode, b in CASES:
