@@ -32,7 +32,10 @@ Decisions that hold: queries go to the interval counter, never ``split_at`` per 
 2048-token chunk against about ten O(1) queries); separators are matched alone and the whitespace
 after them skipped forwards (a reverse search for both was quadratic in a whitespace run); the
 look-ahead checks only the ends that would let a newline into the window; blank lines are found
-with ``str.rfind`` over the newlines. The measurements: docs/perf/chunker.md.
+with ``str.rfind`` over the newlines, and so are sentence ends in ASCII; whole-text scans for
+Markdown headings and definitions try their ``regex`` pattern only at the line starts a stdlib
+``re`` scan finds (the ``regex`` module's ``^`` scan of every line cost 2-3x a ``count`` of the
+text). The measurements: docs/perf/chunker.md.
 """
 
 from __future__ import annotations
@@ -1019,7 +1022,7 @@ def chunk(
             ``benches/bench_chunk_quality.py`` (180 documented functions in 1 MB of CPython
             modules) ``"python"`` (or detection) leaves 0.43/0.22/0.11/0.06 of the functions
             cut by a chunk boundary at 128/256/512/1024 tokens, against 0.51/0.39/0.26/0.14 as
-            plain text; it chunks at 13-24 MB/s there (22-53 as plain text).
+            plain text; it chunks at 21-46 MB/s there (32-83 as plain text).
         balance: when a line (a paragraph without line breaks) needs ``m`` chunks, end them
             near ``1/m`` of it each instead of filling each chunk up and leaving a short last
             piece (the ends stay at the same level: sentence, punctuation or word). Lines and
