@@ -39,9 +39,11 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 # The measurements behind these decisions: docs/perf/backtrack.md.
 
 from cpython cimport array
+from cpython.long cimport PyLong_FromUnsignedLong
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free
 from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
@@ -644,19 +646,48 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     return total if count_only else <Py_ssize_t>out.size()
 
 
-cdef list _INTS = []   #: _INTS[i] is the int i: token lists are built from shared objects
+cdef PyObject** _ints = NULL   #: _ints[i] is the int i once some list held it, else NULL
+cdef Py_ssize_t _ints_size = 0   #: entries in _ints
+
+
+cdef PyObject** int_table(uint32_t max_id) except NULL:
+    """_ints, made to hold ids up to ``max_id`` (new entries NULL). Called with the GIL held."""
+    global _ints, _ints_size
+    cdef PyObject** grown
+    if _ints_size <= <Py_ssize_t>max_id:
+        grown = <PyObject**>calloc(<size_t>max_id + 1, sizeof(PyObject*))
+        if grown == NULL:
+            raise MemoryError()
+        if _ints_size:
+            memcpy(grown, _ints, _ints_size * sizeof(PyObject*))
+        free(_ints)
+        _ints = grown
+        _ints_size = <Py_ssize_t>max_id + 1
+    return _ints
+
+
+cdef PyObject* new_int(PyObject** ints, uint32_t i) except NULL:
+    """ints[i] made: the int object i, kept for every later list (one reference held here)."""
+    cdef object o = PyLong_FromUnsignedLong(i)
+    Py_INCREF_p(<PyObject*>o)
+    ints[i] = <PyObject*>o
+    return ints[i]
 
 
 cdef list ids_to_list(const uint32_t* ids, Py_ssize_t k, const uint32_t* id_map, uint32_t max_id):
-    """[id_map[ids[i]] (or ids[i] when id_map is NULL) for i < k], items taken from _INTS."""
+    """[id_map[ids[i]] (or ids[i] when id_map is NULL) for i < k]; each item is the one int object
+    of its id, made the first time a list holds it (not a table of every id up front: the first
+    encode of a process paid 2-4 ms for that)."""
     cdef Py_ssize_t i
-    if <Py_ssize_t>len(_INTS) <= max_id:
-        _INTS.extend(range(len(_INTS), max_id + 1))
-    cdef PyObject** ints = PySequence_Fast_ITEMS(_INTS)
+    cdef uint32_t t
+    cdef PyObject** ints = int_table(max_id)
     cdef PyObject* o
     cdef list result = PyList_New(k)
     for i in range(k):
-        o = ints[id_map[ids[i]] if id_map != NULL else ids[i]]
+        t = id_map[ids[i]] if id_map != NULL else ids[i]
+        o = ints[t]
+        if o == NULL:
+            o = new_int(ints, t)
         Py_INCREF_p(o)
         PyList_SET_ITEM_p(result, i, o)
     return result

@@ -206,6 +206,11 @@ class Encoding:
             )
         self._special_bytes = {tid: s.encode("utf-8") for s, tid in self.special_tokens.items()}
         self._special_set = frozenset(self.special_tokens)
+        # None: no special tokens; else the first character every one of them starts with ("" if
+        # they share none), so that a text without it needs no special-token search.
+        self._special_head: str | None = (
+            self._special_lookup()[0][:1] if self.special_tokens else None
+        )
         self.vocab_sha256: str | None = None
         _OWNERS[id(self._core)] = self
 
@@ -265,6 +270,8 @@ class Encoding:
         2
         """
         try:
+            if num_threads <= 1:  # the compiled call itself: half of a small text's call overhead
+                return self._core.count(text)
             return _count_long(self._core, text, num_threads)
         except UnicodeEncodeError:
             return _count_long(self._core, _clean(text), num_threads)
@@ -286,6 +293,12 @@ class Encoding:
         >>> enc.encode("hi<|endoftext|>", allowed_special="all")
         [6151, 100257]
         """
+        if not allowed_special and disallowed_special == "all":
+            # The default call on a text without the special tokens' first character (one
+            # memchr) is encode_ordinary: 0.15 us a call instead of 0.7 for the full check.
+            head = self._special_head
+            if head is None or (head and head not in text):
+                return self.encode_ordinary(text)
         return self._encode(text, allowed_special, disallowed_special, 1)
 
     def encode_long(

@@ -125,3 +125,27 @@ def test_construction_and_custom_pattern():
     assert enc.encode("a<|end|>", allowed_special="all") == [64, 200000]
     with pytest.raises(ValueError, match="reuses id"):
         bpecore.Encoding("clash", ranks, None, {"<|x|>": 5})
+
+
+@pytest.mark.parametrize(
+    "specials",
+    [{}, {"<end>": 300}, {"<end>": 300, "[sep]": 301}],
+    ids=["none", "shared-first-char", "no-shared-prefix"],
+)
+def test_default_encode_special_check(toy_encoding, specials):
+    """encode's default call skips the special-token search only when no special token can be
+    in the text; the refusal and the ordinary ids are those of the full check."""
+    enc = bpecore.Encoding("toy-specials", None, None, specials, vocab=toy_encoding._vocab)
+    plain = "ab cbb"
+    assert enc.encode(plain) == enc.encode_ordinary(plain) == enc._encode(plain, (), "all", 1)
+    for special in specials:
+        text = "ab" + special + "c"
+        with pytest.raises(ValueError, match="disallowed special token"):
+            enc.encode(text)
+        assert enc.encode(text, disallowed_special=()) == enc.encode_ordinary(text)
+        assert enc.encode(text, allowed_special="all") == [
+            *enc.encode_ordinary("ab"),
+            specials[special],
+            *enc.encode_ordinary("c"),
+        ]
+    assert enc.encode("<") == enc.encode_ordinary("<")
