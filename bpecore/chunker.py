@@ -126,6 +126,24 @@ _NO_CUT_AFTER = regex.compile(r"[\p{GCB=ZWJ}\p{GCB=Prepend}]")
 _FIRST_NO_CUT_BEFORE = "\u0300"
 _FIRST_NO_CUT_AFTER = "\u0600"
 _LOWER = regex.compile(r"\p{Ll}")
+# A title line (``_title_ends``) is at most this long and does not end like a sentence or a
+# clause; the line under it is body text when it is longer or ends like one.
+_TITLE_CHARS = 80
+_NOT_TITLE_END = regex.compile(r"[\p{SB=STerm}\p{SB=ATerm},;]\p{SB=Close}*$", regex.VERSION1)
+# Its first letter is not lower-case (text written in lower case has no titles to tell), and it
+# is no table row.
+_TITLE_START = regex.compile(r"[^\p{L}|\t]*[\p{L}--\p{Ll}][^|\t]*$", regex.VERSION1)
+
+
+def _title(line: str) -> bool:
+    """Whether a stripped line can be a title (``_Chunker._title_ends``)."""
+    return (
+        0 < len(line) <= _TITLE_CHARS
+        and _TITLE_START.match(line) is not None
+        and _NOT_TITLE_END.search(line) is None
+    )
+
+
 _WORD_BEFORE_DOT = regex.compile(r"(\w+)\.$")
 # A list item's number ("2. Next step") at a line start, or after an escaped newline ("\\n2.")
 # in JSON or a repr: not a sentence end.
@@ -348,7 +366,9 @@ class _Chunker:
         self.heading_ends: set[int] = set()  # where a heading's body starts: no cut there
         if language is None and not markdown:
             language = _detect_language(text)
-        if language is not None and language not in ("markdown", "text"):
+        # Title lines of plain text are kept with what follows them; code lines are not titles.
+        self.titles = language is None or language in ("markdown", "text")
+        if not self.titles:
             self.sections = self._code_sections(language)
         else:
             self.sections = self._markdown_sections() if markdown or language == "markdown" else []
@@ -560,7 +580,7 @@ class _Chunker:
             ):
                 if self._cuts_cluster(b):
                     continue
-            if b in heading_ends:
+            if b in heading_ends or (self.titles and self._title_ends(j, b)):
                 continue
             # text[j:b] is whitespace: the trimmed end is j unless whitespace comes before it.
             if not trim:
@@ -578,6 +598,53 @@ class _Chunker:
             if failed >= _MAX_FAILED_PER_LEVEL:
                 return None
         return None
+
+    def _title_ends(self, j: int, b: int, depth: int = 0) -> bool:
+        """Whether the line ending at the newline ``j`` is a title of the text from ``b`` (the
+        next line's start): a cut at ``b`` would leave a heading without its body.
+
+        A title line is short (at most ``_TITLE_CHARS`` characters) and ends without a sentence
+        terminator, comma or semicolon ("Results", "Expression Profiling of the IDC", " = =
+        Gameplay = = ", "Background:"), and the line after it is body text (longer than that, or
+        ending a sentence) or another title line ("Results\\nExpression Profiling\\nThe ...").
+        Table rows and lists of short lines are not titles: what follows them is no body.
+        """
+        text = self.text
+        if b >= self.n:
+            return False
+        w = _WS_TAIL.match(text, max(0, j - _WS_LOOKAHEAD), j)
+        if w is not None:
+            j = w.start()  # (the line level meets a blank line at its second newline)
+        a = text.rfind("\n", 0, j) + 1
+        if j - a > 2 * _TITLE_CHARS:
+            return False
+        line = text[a:j].strip()
+        if not _title(line):
+            return False
+        if depth == 0 and not self._opens(a, 1):
+            return False
+        nl = text.find("\n", b, b + 4 * _TITLE_CHARS)
+        body = text[b : b + 4 * _TITLE_CHARS if nl < 0 else nl].rstrip()
+        if len(body) > _TITLE_CHARS or _NOT_TITLE_END.search(body):
+            return True  # (a sentence, or a long line: body text)
+        if depth >= 2 or nl < 0 or not body:
+            return False
+        nxt = self._skip_ws(nl)
+        return "\n" not in text[nl + 1 : nxt] and self._title_ends(nl, nxt, depth + 1)
+
+    def _opens(self, a: int, titles: int) -> bool:
+        """Whether the line starting at ``a`` opens a part: it follows a blank line, the text's
+        start, body text, or (up to ``titles`` times) a title line that opens one."""
+        text = self.text
+        if a == 0:
+            return True
+        p = text.rfind("\n", 0, a - 1) + 1
+        if a - p > 2 * _TITLE_CHARS:
+            return True
+        prev = text[p : a - 1].strip()
+        if not prev or len(prev) > _TITLE_CHARS or _NOT_TITLE_END.search(prev):
+            return True
+        return titles > 0 and self._opens(p, titles - 1)
 
     def _escaped_newlines(self, paragraph: bool, s: int, e: int) -> Iterator[int]:
         """Boundaries after an escaped newline (backslash, ``n``) or blank line (two of them) in
@@ -869,7 +936,9 @@ def chunk(
     heading (with ``markdown=True``; H1 before H2 ...), paragraph (blank line), line, escaped
     blank line, escaped newline (the ``\\n`` of JSON strings and reprs), sentence, sentence end
     before a lower-case letter, word, punctuation, Unicode word boundary, grapheme, character. A
-    number at a line start ("2. Next") ends no sentence, nor does an abbreviation.
+    number at a line start ("2. Next") ends no sentence, nor does an abbreviation. A title line
+    of plain text (short, ending no sentence, above body text: "Results", " = = Plot = = ") stays
+    with the text under it: no cut falls between them.
 
     Args:
         text: the text to split.

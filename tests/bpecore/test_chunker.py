@@ -293,6 +293,48 @@ def test_balance_shares_a_line_evenly(cl100k):
     assert chunk(text, cl100k, 32, balance=True) == chunk(text, cl100k, 32)
 
 
+_BODY = (
+    "The parasite invades red blood cells. It grows there for two days. Then it bursts out again."
+)
+
+
+@pytest.mark.parametrize(
+    "heading",
+    ["\n\nResults\n\n", "\n = = Gameplay = = \n", "\n\nResults\nExpression of the genes\n"],
+)
+def test_plain_text_title_stays_with_its_body(cl100k, heading):
+    """A short line that ends no sentence, above body text, is a title: the chunk ends before
+    it, not between it and the text it heads (a blank line, a line, or a chain of titles)."""
+    text = f"Malaria is a disease of the blood.{heading}{_BODY}"
+    chunks = chunk(text, cl100k, 24)
+    check_chunks(cl100k, text, chunks, 24)
+    assert chunks[0].text == "Malaria is a disease of the blood."
+    assert chunks[1].text.startswith(heading.strip()) and "parasite" in chunks[1].text
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        "year | 2017 | 2016\ntotal | 12 | 14",  # a table's last row is no title
+        "results",  # text written in lower case tells no titles
+        "The end.",  # a sentence
+        "Intro\nMore intro\nNotes",  # a list of short lines: none heads the body
+    ],
+)
+def test_lines_that_are_not_titles(cl100k, part):
+    text = f"Malaria is a disease of the blood.\n\n{part}\n\n{_BODY}"
+    chunks = chunk(text, cl100k, 30)
+    check_chunks(cl100k, text, chunks, 30)
+    assert chunks[0].text == f"Malaria is a disease of the blood.\n\n{part}"
+
+
+def test_code_lines_are_not_titles(cl100k):
+    """In code (a language given or detected) a short line is no title."""
+    text = f"Malaria is a disease of the blood.\n = = Gameplay = = \n{_BODY}"
+    assert chunk(text, cl100k, 24, language="text")[0].text == "Malaria is a disease of the blood."
+    assert chunk(text, cl100k, 24, language="python")[0].text.endswith("= = Gameplay = =")
+
+
 def test_abbreviations_are_not_sentence_ends(cl100k):
     text = "Dr. Smith met Mr. Jones, e.g. at noon. They spoke. " * 10
     chunks = chunk(text, cl100k, 12)
