@@ -293,6 +293,22 @@ def test_balance_shares_a_line_evenly(cl100k):
     assert chunk(text, cl100k, 32, balance=True) == chunk(text, cl100k, 32)
 
 
+def test_balance_keeps_what_follows_the_line_with_its_last_piece(cl100k):
+    """The greedy's last piece of a line shares its chunk with the paragraph after it; an even
+    share of the line alone would push that paragraph into a chunk of its own. Balancing counts
+    the line and that paragraph together, so the number of chunks stays."""
+    line = " ".join(f"Sentence number {w} is here." for w in "one two three four five".split())
+    after = "The short paragraph after the long line ends here, right now."
+    assert (cl100k.count(line), cl100k.count(after)) == (30, 13)
+    text = f"{line}\n\n{after}"
+    greedy = chunk(text, cl100k, 24)
+    assert [c.text.count(".") for c in greedy] == [4, 2]
+    assert chunk(text, cl100k, 24, balance=True) == greedy  # not [3], [2], [1]: one chunk more
+    # With a short paragraph after it the line is still shared evenly.
+    text = f"{line}\n\nEnd."
+    assert [c.text.count(".") for c in chunk(text, cl100k, 24, balance=True)] == [3, 3]
+
+
 _BODY = (
     "The parasite invades red blood cells. It grows there for two days. Then it bursts out again."
 )
