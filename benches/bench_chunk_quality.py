@@ -2,6 +2,7 @@
 
 Usage: python benches/bench_chunk_quality.py [--sets prose code] [--budgets 128 256 512 1024]
                                              [--k 5] [--splitters NAME ...] [--code-chars N]
+                                             [--dump FILE]
 Question sets (each question has one or more character spans of its corpus as evidence):
   prose  the corpora and questions of Chroma's chunking evaluation (benches/data/chunk_eval, MIT;
          472 questions, 790 spans over 5 Markdown-ish documents, 1.45 MB)
@@ -12,7 +13,9 @@ Question sets (each question has one or more character spans of its corpus as ev
          whether the retrieved chunks hold the whole function the docstring describes.
 bpecore rows: the default (which detects Python in the code set), ``balance=True``, and
 ``markdown=True`` on prose or ``language="text"`` (no detection) on code; --splitters bpecore
-"bpecore balance=True" runs only those while iterating (the peers' rows do not change).
+"bpecore balance=True" runs only those while iterating (the peers' rows do not change);
+--dump FILE appends each question's recall, spans cut and retrieved spans as JSON lines, to see
+which questions two splitters answer differently and why.
 Every splitter gets the same budget counted with cl100k_base (tiktoken built from ../shared/vocab,
 no network) and no overlap. Chunks are mapped back to character spans of the source (peers that
 return text are located in it left to right; whitespace at the edges is not part of a span).
@@ -254,8 +257,12 @@ def stripped(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
-def evaluate(docs, questions, chunked, k: int) -> tuple[float, float, float]:
-    """(recall, IoU, cut rate) of BM25 top-k over ``chunked`` ({doc: [(start, end, text)]})."""
+def evaluate(
+    docs, questions, chunked, k: int, rows: list[dict] | None = None
+) -> tuple[float, float, float]:
+    """(recall, IoU, cut rate) of BM25 top-k over ``chunked`` ({doc: [(start, end, text)]});
+    with ``rows``, one dict per question is appended to it (its recall, spans cut, and the
+    retrieved chunks' spans)."""
     import bm25s
 
     retrievers, spans_of = {}, {}
@@ -283,9 +290,16 @@ def evaluate(docs, questions, chunked, k: int) -> tuple[float, float, float]:
             size_g = sum(e - s for s, e in got)
             recall += both / size_e
             iou += both / (size_e + size_g - both)
+            cut_here = 0
             for s, e in evidence:
                 n_spans += 1
-                cut += not any(cs <= s and e <= ce for cs, ce in starts)
+                cut_here += not any(cs <= s and e <= ce for cs, ce in starts)
+            cut += cut_here
+            if rows is not None:
+                rows.append(
+                    {"question": i, "doc": doc, "recall": both / size_e, "cut": cut_here}
+                    | {"evidence": evidence, "retrieved": [chunk_spans[int(h)] for h in row]}
+                )
     return recall / len(questions), iou / len(questions), cut / n_spans
 
 
@@ -297,6 +311,13 @@ def main() -> None:
     ap.add_argument("--splitters", nargs="+", default=None, help="subset of splitters to run")
     ap.add_argument("--code-chars", type=int, default=1 << 20, help="code corpus prefix to use")
     ap.add_argument("--runs", type=int, default=1, help="best of this many timed runs")
+    ap.add_argument(
+        "--dump",
+        type=Path,
+        default=None,
+        help="write one JSON line per splitter, budget and question here (recall, spans cut, "
+        "evidence and retrieved spans): to compare two splitters question by question",
+    )
     args = ap.parse_args()
 
     global _STOP
@@ -339,7 +360,15 @@ def main() -> None:
                     chunked = {doc: split(text) for doc, text in docs.items()}
                     best = min(best, time.process_time() - t0)
                 counts = [len(tik.encode_ordinary(c[2])) for cs in chunked.values() for c in cs]
-                recall, iou, cut = evaluate(docs, questions, chunked, args.k)
+                rows: list[dict] | None = [] if args.dump else None
+                recall, iou, cut = evaluate(docs, questions, chunked, args.k, rows)
+                if rows:
+                    with args.dump.open("a") as f:
+                        for r in rows:
+                            f.write(
+                                json.dumps({"set": name, "budget": budget, "splitter": label} | r)
+                                + "\n"
+                            )
                 print(
                     f"| {name:5} | {budget:6d} | {label:24} | {recall:6.3f} | {iou:5.3f} | {cut:5.3f} "
                     f"| {sum(counts) / len(counts):6.1f} | {sum(c > budget for c in counts):4d} "

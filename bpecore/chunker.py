@@ -22,7 +22,8 @@ Per chunk starting at ``s``:
   3. with ``overlap``, the next chunk starts at the first word start ``s'`` with
      ``count(text[s':end]) <= overlap`` (the mirror search, equal to ``split_at_end``);
   4. with ``balance``, an end inside a line may move to another end of its level, nearer an
-     even share of the line (``_balanced``: two more searches like step 1's).
+     even share of the line and of what would follow its last piece in one chunk
+     (``_balanced``: three more searches like step 1's).
 Before the first chunk, ``language=None`` reads the first 8 KB for definitions of a language
 (``_detect_language``).
 Cost: one interval-counter pass over the text, then O(1) queries and regex scans over each
@@ -131,6 +132,24 @@ _FIRST_NO_CUT_AFTER = "\u0600"
 _ASCII_CLOSE = frozenset("\"'()[]{}")  # the ASCII members of SB=Close (a test checks them)
 _ASCII_TERMINATORS = frozenset("!.?")  # ... and of SB=STerm and SB=ATerm
 _LOWER = regex.compile(r"\p{Ll}")
+# A title line (``_title_ends``) is at most this long and does not end like a sentence or a
+# clause; the line under it is body text when it is longer or ends like one.
+_TITLE_CHARS = 80
+_NOT_TITLE_END = regex.compile(r"[\p{SB=STerm}\p{SB=ATerm},;]\p{SB=Close}*$", regex.VERSION1)
+# Its first letter is not lower-case (text written in lower case has no titles to tell), and it
+# is no table row.
+_TITLE_START = regex.compile(r"[^\p{L}|\t]*[\p{L}--\p{Ll}][^|\t]*$", regex.VERSION1)
+
+
+def _title(line: str) -> bool:
+    """Whether a stripped line can be a title (``_Chunker._title_ends``)."""
+    return (
+        0 < len(line) <= _TITLE_CHARS
+        and _TITLE_START.match(line) is not None
+        and _NOT_TITLE_END.search(line) is None
+    )
+
+
 _WORD_BEFORE_DOT = regex.compile(r"(\w+)\.$")
 # A list item's number ("2. Next step") at a line start, or after an escaped newline ("\\n2.")
 # in JSON or a repr: not a sentence end.
@@ -409,7 +428,9 @@ class _Chunker:
         self.heading_ends: set[int] = set()  # where a heading's body starts: no cut there
         if language is None and not markdown:
             language = _detect_language(text)
-        if language is not None and language not in ("markdown", "text"):
+        # Title lines of plain text are kept with what follows them; code lines are not titles.
+        self.titles = language is None or language in ("markdown", "text")
+        if not self.titles:
             self.sections = self._code_sections(language)
         else:
             self.sections = self._markdown_sections() if markdown or language == "markdown" else []
@@ -654,7 +675,7 @@ class _Chunker:
             ):
                 if self._cuts_cluster(b):
                     continue
-            if b in heading_ends:
+            if b in heading_ends or (self.titles and self._title_ends(j, b)):
                 continue
             # text[j:b] is whitespace: the trimmed end is j unless whitespace comes before it.
             if not trim:
@@ -672,6 +693,53 @@ class _Chunker:
             if failed >= _MAX_FAILED_PER_LEVEL:
                 return None
         return None
+
+    def _title_ends(self, j: int, b: int, depth: int = 0) -> bool:
+        """Whether the line ending at the newline ``j`` is a title of the text from ``b`` (the
+        next line's start): a cut at ``b`` would leave a heading without its body.
+
+        A title line is short (at most ``_TITLE_CHARS`` characters) and ends without a sentence
+        terminator, comma or semicolon ("Results", "Expression Profiling of the IDC", " = =
+        Gameplay = = ", "Background:"), and the line after it is body text (longer than that, or
+        ending a sentence) or another title line ("Results\\nExpression Profiling\\nThe ...").
+        Table rows and lists of short lines are not titles: what follows them is no body.
+        """
+        text = self.text
+        if b >= self.n:
+            return False
+        w = _WS_TAIL.match(text, max(0, j - _WS_LOOKAHEAD), j)
+        if w is not None:
+            j = w.start()  # (the line level meets a blank line at its second newline)
+        a = text.rfind("\n", 0, j) + 1
+        if j - a > 2 * _TITLE_CHARS:
+            return False
+        line = text[a:j].strip()
+        if not _title(line):
+            return False
+        if depth == 0 and not self._opens(a, 1):
+            return False
+        nl = text.find("\n", b, b + 4 * _TITLE_CHARS)
+        body = text[b : b + 4 * _TITLE_CHARS if nl < 0 else nl].rstrip()
+        if len(body) > _TITLE_CHARS or _NOT_TITLE_END.search(body):
+            return True  # (a sentence, or a long line: body text)
+        if depth >= 2 or nl < 0 or not body:
+            return False
+        nxt = self._skip_ws(nl)
+        return "\n" not in text[nl + 1 : nxt] and self._title_ends(nl, nxt, depth + 1)
+
+    def _opens(self, a: int, titles: int) -> bool:
+        """Whether the line starting at ``a`` opens a part: it follows a blank line, the text's
+        start, body text, or (up to ``titles`` times) a title line that opens one."""
+        text = self.text
+        if a == 0:
+            return True
+        p = text.rfind("\n", 0, a - 1) + 1
+        if a - p > 2 * _TITLE_CHARS:
+            return True
+        prev = text[p : a - 1].strip()
+        if not prev or len(prev) > _TITLE_CHARS or _NOT_TITLE_END.search(prev):
+            return True
+        return titles > 0 and self._opens(p, titles - 1)
 
     def _escaped_newlines(self, paragraph: bool, s: int, e: int) -> Iterator[int]:
         """Boundaries after an escaped newline (backslash, ``n``) or blank line (two of them) in
@@ -883,6 +951,8 @@ class _Chunker:
         the line's rest from ``s`` needs ``m`` chunks however it is cut, and of the two ends of
         that level around ``1/m`` of it (and the greedy end) the one whose count is nearest
         ``1/m`` is taken (the larger on a tie), if ``m - 1`` chunks can still hold the rest.
+        What the greedy would put in one chunk with the line's last piece (the short paragraphs
+        after the line) counts as part of the rest (``_with_tail``), so balancing adds no chunk.
         """
         b, end, tokens = best
         text, n, limit, count = self.text, self.n, self.max_tokens, self.counter.count
@@ -906,8 +976,12 @@ class _Chunker:
             u = esc + 2
         total = count(s, self._rstrip(s, u))
         m = -(-total // limit)
+        if m < 2:
+            return best
+        if u < n:
+            total = self._with_tail(s, u, total, m, tokens)
         want = total / m
-        if m < 2 or tokens <= want:
+        if tokens <= want:
             return best
         least = total - (m - 1) * limit  # what this chunk must hold for m chunks to do
         options = [best]
@@ -928,6 +1002,30 @@ class _Chunker:
                 if least <= t <= limit:
                     options.append((after, end_after, t))
         return min(options, key=lambda o: (abs(o[2] - want), -o[2]))
+
+    def _with_tail(self, s: int, u: int, total: int, m: int, tokens: int) -> int:
+        """``total`` (the count of the line's rest ``s..u``) plus what follows the line in the
+        chunk that would hold the line's last piece.
+
+        Filled greedily, the line's last piece (about ``total - (m - 1) * tokens``) is a chunk
+        with the lines and paragraphs after it that fit; an even share of the line alone makes
+        that piece larger, and what followed it moves to a chunk of its own (one chunk more).
+        Sharing the line and that tail between the ``m`` chunks keeps their number.
+        """
+        limit, count = self.max_tokens, self.counter.count
+        u_end = self._rstrip(s, u)
+        # Where the last piece starts if each chunk holds what this one does (an estimate).
+        last = min(limit, max(total - (m - 1) * limit, total - (m - 1) * tokens))
+        x = self.counter.crossing_before(
+            u_end, s, last, max(16, int(last * self.chars_per_token * 1.25))
+        )
+        if self.trim:
+            x = self._skip_ws(x)
+        tail = self._best_end(x, x) if x < u_end else None
+        if tail is None or tail[1] <= u_end:
+            return total
+        with_tail = count(s, tail[1])
+        return with_tail if -(-with_tail // limit) == m else total
 
     def _overlap_start(self, prev_start: int, end: int) -> int | None:
         """First word start ``s'`` in ``(prev_start, end)`` with ``count(text[s':end]) <= overlap``.
@@ -1000,7 +1098,9 @@ def chunk(
     heading (with ``markdown=True``; H1 before H2 ...), paragraph (blank line), line, escaped
     blank line, escaped newline (the ``\\n`` of JSON strings and reprs), sentence, sentence end
     before a lower-case letter, word, punctuation, Unicode word boundary, grapheme, character. A
-    number at a line start ("2. Next") ends no sentence, nor does an abbreviation.
+    number at a line start ("2. Next") ends no sentence, nor does an abbreviation. A title line
+    of plain text (short, ending no sentence, above body text: "Results", " = = Plot = = ") stays
+    with the text under it: no cut falls between them.
 
     Args:
         text: the text to split.
@@ -1025,11 +1125,13 @@ def chunk(
             plain text; it chunks at 21-46 MB/s there (32-83 as plain text).
         balance: when a line (a paragraph without line breaks) needs ``m`` chunks, end them
             near ``1/m`` of it each instead of filling each chunk up and leaving a short last
-            piece (the ends stay at the same level: sentence, punctuation or word). Lines and
-            paragraphs are never moved. On the prose set of ``benches/bench_chunk_quality.py``
-            at 128/256/512/1024 tokens: recall 0.789/0.892/0.935/0.961 against 0.793/0.882/
-            0.935/0.961 without it, spans cut 0.016/0.004/0/0 against 0.019/0.006/0/0, at
-            0.67/0.73/0.85/0.99x the speed. Code is not changed by it.
+            piece (the ends stay at the same level: sentence, punctuation or word); the short
+            paragraphs that would share a chunk with that last piece count as part of the line,
+            so no chunk is added. Lines and paragraphs are never moved. On the prose set of
+            ``benches/bench_chunk_quality.py`` at 128/256/512/1024 tokens: recall 0.803/0.897/
+            0.938/0.963 against 0.796/0.877/0.938/0.963 without it (the best other splitter:
+            0.789/0.894/0.937/0.963), spans cut 0.019/0.005/0/0 against 0.019/0.006/0/0, at
+            0.58/0.65/0.79/0.96x the speed. Code is not changed by it.
 
     Returns:
         ``Chunk(start, end, text, tokens)`` in text order, with ``text == source[start:end]``.

@@ -293,6 +293,64 @@ def test_balance_shares_a_line_evenly(cl100k):
     assert chunk(text, cl100k, 32, balance=True) == chunk(text, cl100k, 32)
 
 
+def test_balance_keeps_what_follows_the_line_with_its_last_piece(cl100k):
+    """The greedy's last piece of a line shares its chunk with the paragraph after it; an even
+    share of the line alone would push that paragraph into a chunk of its own. Balancing counts
+    the line and that paragraph together, so the number of chunks stays."""
+    line = " ".join(f"Sentence number {w} is here." for w in "one two three four five".split())
+    after = "The short paragraph after the long line ends here, right now."
+    assert (cl100k.count(line), cl100k.count(after)) == (30, 13)
+    text = f"{line}\n\n{after}"
+    greedy = chunk(text, cl100k, 24)
+    assert [c.text.count(".") for c in greedy] == [4, 2]
+    assert chunk(text, cl100k, 24, balance=True) == greedy  # not [3], [2], [1]: one chunk more
+    # With a short paragraph after it the line is still shared evenly.
+    text = f"{line}\n\nEnd."
+    assert [c.text.count(".") for c in chunk(text, cl100k, 24, balance=True)] == [3, 3]
+
+
+_BODY = (
+    "The parasite invades red blood cells. It grows there for two days. Then it bursts out again."
+)
+
+
+@pytest.mark.parametrize(
+    "heading",
+    ["\n\nResults\n\n", "\n = = Gameplay = = \n", "\n\nResults\nExpression of the genes\n"],
+)
+def test_plain_text_title_stays_with_its_body(cl100k, heading):
+    """A short line that ends no sentence, above body text, is a title: the chunk ends before
+    it, not between it and the text it heads (a blank line, a line, or a chain of titles)."""
+    text = f"Malaria is a disease of the blood.{heading}{_BODY}"
+    chunks = chunk(text, cl100k, 24)
+    check_chunks(cl100k, text, chunks, 24)
+    assert chunks[0].text == "Malaria is a disease of the blood."
+    assert chunks[1].text.startswith(heading.strip()) and "parasite" in chunks[1].text
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        "year | 2017 | 2016\ntotal | 12 | 14",  # a table's last row is no title
+        "results",  # text written in lower case tells no titles
+        "The end.",  # a sentence
+        "Intro\nMore intro\nNotes",  # a list of short lines: none heads the body
+    ],
+)
+def test_lines_that_are_not_titles(cl100k, part):
+    text = f"Malaria is a disease of the blood.\n\n{part}\n\n{_BODY}"
+    chunks = chunk(text, cl100k, 30)
+    check_chunks(cl100k, text, chunks, 30)
+    assert chunks[0].text == f"Malaria is a disease of the blood.\n\n{part}"
+
+
+def test_code_lines_are_not_titles(cl100k):
+    """In code (a language given or detected) a short line is no title."""
+    text = f"Malaria is a disease of the blood.\n = = Gameplay = = \n{_BODY}"
+    assert chunk(text, cl100k, 24, language="text")[0].text == "Malaria is a disease of the blood."
+    assert chunk(text, cl100k, 24, language="python")[0].text.endswith("= = Gameplay = =")
+
+
 def test_abbreviations_are_not_sentence_ends(cl100k):
     text = "Dr. Smith met Mr. Jones, e.g. at noon. They spoke. " * 10
     chunks = chunk(text, cl100k, 12)
