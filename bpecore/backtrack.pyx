@@ -174,9 +174,131 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
         if token != NO_TOKEN:
             out.push_back(token)
             return 1
+    cdef Py_ssize_t k
+    if n > SHORT_PIECE and p[0] == p[n - 1] and p[0] == p[1] and memcmp(p, p + 1, n - 1) == 0:
+        k = backtrack_run(v, p, n, out)
+        if k >= 0:
+            return k
     if (is_space(p[0]) and is_space(p[n - 1])) or (n > PAIR_MEMO and few_distinct_bytes(p)):
         return backtrack_memo(v, p, n, out, bits)
     return backtrack_long(v, p, n, out, bits)
+
+
+cdef enum:
+    RUN_KINDS = 64      #: most run tokens (b, bb, bbb, ...) of one byte the run path handles
+    RUN_WINDOW = 4096   #: prefixes of a run searched for the period of its last tokens
+
+
+cdef inline Py_ssize_t run_walk(const uint8_t* last, const Py_ssize_t* klen, Py_ssize_t n,
+                                 Py_ssize_t base, Py_ssize_t P, const uint32_t* ktok,
+                                 uint32_t* dst_end) noexcept nogil:
+    """The token count of backtrack_run's encoding of a run of n bytes, from its last tokens
+    (``last[x]`` for x <= base, periodic with period P above base); with ``ktok``, also writes
+    the tokens, the last one at dst_end[-1], the first at dst_end[-count]."""
+    cdef Py_ssize_t x = n, r = 0, k = 0, j
+    if n > base:
+        r = (n - base - 1) % P
+    while x > base:
+        j = last[base + 1 + r]
+        k += 1
+        if ktok != NULL:
+            dst_end[-k] = ktok[j]
+        x -= klen[j]
+        r -= klen[j]
+        while r < 0:
+            r += P
+    while x > 0:
+        j = last[x]
+        k += 1
+        if ktok != NULL:
+            dst_end[-k] = ktok[j]
+        x -= klen[j]
+    return k
+
+
+cdef Py_ssize_t backtrack_run(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                              vector[uint32_t]& out) noexcept nogil:
+    """BPE of a run of one byte (p[:n] all equal, n > SHORT_PIECE) appended to out, from the
+    periodic last tokens of its prefixes; returns the token count, or -1 (nothing appended) when
+    the run is not handled here (more than RUN_KINDS run tokens, or no period found).
+
+    The last token of BPE(p[:i]) is the longest token t ending at i that is compatible with the
+    last token at i - len(t) (README, "How it works"; prefix.pyx), so in a run, where every such t
+    is a run token b^k, it is a function F of the last tokens at i - 1 .. i - M (M = the longest
+    run token) once i > M. If those M values at i equal the ones at i - P (P <= i - M), every
+    later last token repeats with period P: the values at x and x - P are F of equal windows, by
+    induction. The table is computed until such a P is found (at most RUN_WINDOW prefixes, with a
+    run-token compatibility matrix instead of is_valid_pair per step), then the encoding is read
+    backwards from n through it: O(M * P) work plus O(1) per output token, whatever n is."""
+    cdef uint32_t ktok[RUN_KINDS]
+    cdef Py_ssize_t klen[RUN_KINDS]
+    cdef uint8_t ok[RUN_KINDS * RUN_KINDS]   # 0 unknown, 1 apart (invalid), 2 compatible
+    cdef uint8_t last[RUN_WINDOW + 1]        # last[i]: index in ktok of the last token of p[:i]
+    cdef uint32_t t = next_match(v, p, n)
+    cdef Py_ssize_t m = 0, i, j, a, M, w, check, P, base, k, c
+    cdef size_t start
+    cdef bint found = False
+    while t != NO_TOKEN:
+        if m == RUN_KINDS:
+            return -1
+        ktok[m] = t
+        klen[m] = token_len(v, t)
+        m += 1
+        t = v.next_prefix[t]
+    # ktok from the longest down: reverse so that index grows with length.
+    for i in range(m // 2):
+        t = ktok[i]
+        ktok[i] = ktok[m - 1 - i]
+        ktok[m - 1 - i] = t
+        j = klen[i]
+        klen[i] = klen[m - 1 - i]
+        klen[m - 1 - i] = j
+    M = klen[m - 1]
+    for i in range(m * m):
+        ok[i] = 0
+    w = n if n < RUN_WINDOW else RUN_WINDOW
+    check = 4 * M if 4 * M > 64 else 64
+    P = 0
+    last[0] = 0
+    for i in range(1, w + 1):
+        j = m - 1
+        while True:
+            if klen[j] <= i:
+                if klen[j] == i:
+                    break
+                a = last[i - klen[j]]
+                c = a * m + j
+                if ok[c] == 0:
+                    ok[c] = 2 if is_valid_pair(v, ktok[a], ktok[j]) else 1
+                if ok[c] == 2:
+                    break
+            if j == 0:
+                return -1   # no compatible last token: not a BPE table (never for a BPE vocab)
+            j -= 1
+        last[i] = <uint8_t>j
+        if i == check and i < n:
+            # The smallest P with the M last values at i equal to those at i - P.
+            for P in range(1, i - M + 1):
+                for k in range(M):
+                    if last[i - k] != last[i - P - k]:
+                        break
+                else:
+                    found = True
+                    break
+            if found:
+                w = i
+                break
+            check = 2 * check if 2 * check < w else w
+    if w < n and not found:
+        return -1
+    # The tokens from n backwards, last(x) = last[base + 1 + (x - base - 1) % P] for x > base:
+    # counted in a first walk, written from the end of their room in a second.
+    base = w - P if found else n
+    k = run_walk(last, klen, n, base, P, NULL, NULL)
+    start = out.size()
+    out.resize(start + k)
+    run_walk(last, klen, n, base, P, ktok, out.data() + start + k)
+    return k
 
 
 cdef inline bint is_space(uint8_t c) noexcept nogil:
