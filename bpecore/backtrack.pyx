@@ -187,18 +187,51 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
 cdef enum:
     RUN_KINDS = 64      #: most run tokens (b, bb, bbb, ...) of one byte the run path handles
     RUN_WINDOW = 4096   #: prefixes of a run searched for the period of its last tokens
+    RUN_SKIP = 1024     #: periods up to this long have their walk's cycle skipped (run_walk)
 
 
-cdef inline Py_ssize_t run_walk(const uint8_t* last, const Py_ssize_t* klen, Py_ssize_t n,
-                                 Py_ssize_t base, Py_ssize_t P, const uint32_t* ktok,
-                                 uint32_t* dst_end) noexcept nogil:
+cdef Py_ssize_t run_walk(const uint8_t* last, const Py_ssize_t* klen, Py_ssize_t n,
+                         Py_ssize_t base, Py_ssize_t P, const uint32_t* ktok,
+                         uint32_t* dst_end) noexcept nogil:
     """The token count of backtrack_run's encoding of a run of n bytes, from its last tokens
     (``last[x]`` for x <= base, periodic with period P above base); with ``ktok``, also writes
-    the tokens, the last one at dst_end[-1], the first at dst_end[-count]."""
-    cdef Py_ssize_t x = n, r = 0, k = 0, j
+    the tokens, the last one at dst_end[-1], the first at dst_end[-count].
+
+    Above base the walk's position modulo P decides its next step, so within P steps it meets a
+    residue again: from there it repeats that cycle (cs tokens, D bytes) while it stays above
+    base, and the repeats are counted at once (and copied in doubling blocks when writing)."""
+    cdef Py_ssize_t seen_k[RUN_SKIP]
+    cdef Py_ssize_t seen_x[RUN_SKIP]
+    cdef Py_ssize_t x = n, r = 0, k = 0, j, q, cs, D, done, c
+    cdef bint skip = P <= RUN_SKIP
+    cdef uint32_t* e
     if n > base:
         r = (n - base - 1) % P
+        if skip:
+            for j in range(P):
+                seen_k[j] = -1
     while x > base:
+        if skip:
+            if seen_k[r] < 0:
+                seen_k[r] = k
+                seen_x[r] = x
+            else:
+                skip = False
+                cs = k - seen_k[r]
+                D = seen_x[r] - x
+                q = (x - base) // D
+                if ktok != NULL and q > 0:
+                    # dst_end[-k:-k + cs] is one cycle; its repeats go left of it.
+                    e = dst_end - k
+                    done = 0
+                    while done < q * cs:
+                        c = cs + done if cs + done < q * cs - done else q * cs - done
+                        memcpy(e - done - c, e + cs - c, c * sizeof(uint32_t))
+                        done += c
+                k += q * cs
+                x -= q * D
+                if x <= base:
+                    break
         j = last[base + 1 + r]
         k += 1
         if ktok != NULL:
