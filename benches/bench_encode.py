@@ -15,7 +15,7 @@ per token) beside quicktok's Unicode class tables, and bpe-openai ships its own 
 files. All run single-threaded: RAYON_NUM_THREADS=1 and FASTOKENS_BPE_THREADS=1 are set before
 any peer is imported, and gigatoken's list call is made with parallel=False.
 
-Main table, on FIRST-SEEN text. Several peers (gigatoken, toktok-rs, quicktok-v1) keep caches
+Main table, on FIRST-SEEN text. Several peers (gigatoken, fastokens, toktok-rs, quicktok-v1) keep caches
 across calls, so timing the same text again measures their cache, not their tokenizer. Each
 corpus (1 MB in ../shared/corpora) is cut into ``2 * reps + 1`` disjoint consecutive slices of
 ``min(--size, len(corpus) // (2 * reps + 1))`` characters: slice 0 warms every library up, slices

@@ -101,7 +101,8 @@ cdef Py_ssize_t count_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
 cdef enum:
     SHORT_PIECE = 32    #: pieces up to this many bytes get all their longest matches at once
     PROBE_PIECE = 16    #: ASCII pieces up to this many bytes find them in the whole-piece table
-    PAIR_MEMO = 256     #: is_valid_pair answers remembered per longer piece (2**8 slots)
+    MEMO_PIECE = 256    #: pieces over this many bytes of at most MEMO_DISTINCT bytes use the memo
+    PAIR_MEMO_BITS = 12 #: backtrack_memo's is_valid_pair answers, kept per call: up to 2**12 slots
     MEMO_SAMPLE = 64    #: leading bytes of a long piece looked at to decide on the memo
     MEMO_DISTINCT = 8   #: the memo is used when they hold at most this many distinct bytes
     STACK_START = 1024  #: tokens of room a long piece's stack starts with (doubled when full)
@@ -179,7 +180,7 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
         k = backtrack_run(v, p, n, out)
         if k >= 0:
             return k
-    if (is_space(p[0]) and is_space(p[n - 1])) or (n > PAIR_MEMO and few_distinct_bytes(p)):
+    if (is_space(p[0]) and is_space(p[n - 1])) or (n > MEMO_PIECE and few_distinct_bytes(p)):
         return backtrack_memo(v, p, n, out, bits)
     return backtrack_long(v, p, n, out, bits)
 
@@ -509,6 +510,46 @@ cdef inline bint long_pair_rejected(const VocabView* v, uint32_t last, uint32_t 
     return token_bytes > 1 and v.split_right[last] != last and spine_rejects(v, last, token)
 
 
+cdef uint64_t* alive_bits(const VocabView* v, vector[uint64_t]& bits, Py_ssize_t n,
+                          bint with_memo) noexcept nogil:
+    """The dead-end bits of a piece of n bytes in ``bits``, all set (alive), after the pair memo
+    when ``bits`` holds one for v or ``with_memo`` asks for one.
+
+    The memo (backtrack_memo's is_valid_pair answers) lives in the caller's ``bits`` for the
+    whole call (encode_text's, or an interval or appending counter's), shared by its pieces:
+    bits[0] = the tag of v (its address: even), bits[1] = b, bits[2:2 + 2**b] = entries (empty:
+    all ones), 2**b = two slots per byte of the longest memo piece so far, 256 to 2**PAIR_MEMO_BITS (a
+    longer piece starts a larger, empty memo); the dead-end bits follow. Without a memo the
+    dead-end bits start at bits[0], whose bit 0 (position 0, never a dead end) stays set: an odd
+    word, never taken for a tag."""
+    cdef size_t words = (n >> 6) + 1, i, at
+    cdef uint64_t tag = <uint64_t><size_t>v
+    cdef uint64_t mb = 8
+    cdef uint64_t* b
+    while mb < PAIR_MEMO_BITS and (<Py_ssize_t>1 << mb) < 2 * n:
+        mb += 1
+    if bits.size() > 2 and bits[0] == tag and (bits[1] >= mb or not with_memo):
+        mb = bits[1]
+    elif with_memo:
+        if bits.size() < 2 + (<size_t>1 << mb) + words:
+            bits.resize(2 + (<size_t>1 << mb) + words)
+        b = bits.data()
+        b[0] = tag
+        b[1] = mb
+        for i in range(2, 2 + (<size_t>1 << mb)):
+            b[i] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # never asked: no key has its top bit set
+    else:
+        bits.assign(words, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
+        return bits.data()
+    at = 2 + (<size_t>1 << mb)
+    if bits.size() < at + words:
+        bits.resize(at + words)
+    b = bits.data() + at
+    for i in range(words):
+        b[i] = <uint64_t>0xFFFFFFFFFFFFFFFFULL
+    return b
+
+
 cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
     """backtrack_piece for n == 1 or n > SHORT_PIECE, without the pair memo.
@@ -522,9 +563,7 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
     cdef uint32_t last = NO_TOKEN, shorter
     cdef uint32_t token
     cdef uint32_t* stack
-    cdef uint64_t* alive
-    bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
-    alive = bits.data()
+    cdef uint64_t* alive = alive_bits(v, bits, n, False)
     out.resize(start + n)
     stack = out.data() + start
     token = next_match(v, p, n)
@@ -554,9 +593,10 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
 
 cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
-    """backtrack_long with is_valid_pair answers remembered (repetitive pieces over PAIR_MEMO
-    bytes, which ask about the same pairs again and again). A copy of backtrack_long's loop, not
-    a flag in it: the flag cost pieces without the memo 4-5% Ir (Performance notes, step 20)."""
+    """backtrack_long with is_valid_pair answers remembered in ``bits`` for the call (alive_bits):
+    whitespace runs and repetitive pieces over MEMO_PIECE bytes ask about the same pairs again and
+    again, within a piece and across pieces. A copy of backtrack_long's loop, not a flag in it:
+    the flag cost pieces without the memo 4-5% Ir (Performance notes, step 20)."""
     cdef size_t start = out.size()
     cdef Py_ssize_t pos = 0, k = 0
     cdef Py_ssize_t end
@@ -564,19 +604,15 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
     cdef uint32_t token
     cdef uint32_t* stack
     cdef Py_ssize_t cap
-    cdef uint64_t* alive
-    cdef uint64_t memo_key[PAIR_MEMO]
-    cdef uint8_t memo_ok[PAIR_MEMO]
-    cdef uint64_t pk
+    cdef uint64_t* alive = alive_bits(v, bits, n, True)
+    cdef uint64_t* memo = bits.data() + 2
+    cdef int shift = <int>(64 - bits[1])
+    cdef uint64_t pk, e
     cdef uint32_t mi
     cdef bint ok
-    bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
-    alive = bits.data()
     cap = n if n < STACK_START else STACK_START
     out.resize(start + cap)
     stack = out.data() + start
-    for mi in range(PAIR_MEMO):
-        memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
     token = next_match(v, p, n)
     while True:
         end = pos + token_len(v, token)
@@ -586,13 +622,13 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
             ok = True
         else:
             pk = (<uint64_t>last << 32) | token
-            mi = <uint32_t>(hash_u64(pk) >> 56)
-            if memo_key[mi] == pk:
-                ok = memo_ok[mi]
+            mi = <uint32_t>(hash_u64(pk) >> shift)
+            e = memo[mi]
+            if (e & <uint64_t>0x7FFFFFFFFFFFFFFFULL) == pk:
+                ok = (e >> 63) != 0
             else:
                 ok = not long_pair_rejected(v, last, token, end - pos) and is_valid_pair(v, last, token)
-                memo_key[mi] = pk
-                memo_ok[mi] = ok
+                memo[mi] = pk | (<uint64_t>ok << 63)   # top bit: the pair stays
         if ok:
             if k == cap:
                 cap = grow_stack(out, start, cap, n)
