@@ -6,9 +6,11 @@ pop the previous token and mark the position it started from as a dead end (READ
 works", backtracking in 3 steps). Every position is popped at most once, so a piece of n bytes
 costs O(n * L) pair checks in the worst case (L = longest token, 128 here; worst input: long runs
 that hit many dead ends, e.g. random base64) and about one trie walk per output token on average.
-Memory: the output vector plus n/8 bytes of dead-end bits per piece; a piece over 32 bytes of
-other than whitespace or a few repeated bytes also holds 4 bytes per byte of it in the output
-vector while it is encoded (its token stack, cut back to its tokens after).
+Memory: the output vector plus n/8 bytes of dead-end bits per piece (and, once a whitespace or
+repetitive piece is seen, a pair memo of 2-32 KB for the call); a piece over 32 bytes of other
+than whitespace or a few repeated bytes also holds 4 bytes per byte of it in the output vector
+while it is encoded (its token stack, cut back to its tokens after). A run of one byte costs
+O(M * P) for its period P (M = longest run token) plus O(1) per token, whatever its length.
 
 Pieces that are themselves a token (90-96% of pieces in English and code) take one probe of the
 whole-piece table (VocabView.pieces, one cache line for tokens up to 8 bytes). Other pieces of up
@@ -32,7 +34,10 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 # - Four backtracking loops, copies rather than one loop with flags (a flag cost 4-5% of the
 #   instructions): short_tokens (<= 32 bytes, all longest matches at once), short_tokens_probed
 #   (word-shaped ASCII <= 16 bytes, whole-piece probes), backtrack_long, and backtrack_memo (runs
-#   of whitespace or of a few bytes: pair memo and spine_rejects) (15, 16, 20, 21, 24, 28).
+#   of whitespace or of a few bytes: pair memo and spine_rejects) (15, 16, 20, 21, 24, 28); the
+#   memo is kept for the whole call in the caller's ``bits``, as pieces ask each other's pairs.
+# - A run of one byte over 32 bytes is read from the periodic last tokens of its prefixes
+#   (backtrack_run), its repeats counted at once (docs/perf/backtrack.md, "The adversarial corpora").
 # - Misses are cut before the trie and pair tables: first2x, step3_filter, the pair filter and
 #   the byte-pair bitmap; the vocab tables get huge pages (TLB misses) (5, 8, 14, 25, 33, 35).
 # - Token lists come from shared int objects; a str's cached UTF-8 is used as is (4, 26).
