@@ -6,9 +6,11 @@ pop the previous token and mark the position it started from as a dead end (READ
 works", backtracking in 3 steps). Every position is popped at most once, so a piece of n bytes
 costs O(n * L) pair checks in the worst case (L = longest token, 128 here; worst input: long runs
 that hit many dead ends, e.g. random base64) and about one trie walk per output token on average.
-Memory: the output vector plus n/8 bytes of dead-end bits per piece; a piece over 32 bytes of
-other than whitespace or a few repeated bytes also holds 4 bytes per byte of it in the output
-vector while it is encoded (its token stack, cut back to its tokens after).
+Memory: the output vector plus n/8 bytes of dead-end bits per piece (and, once a whitespace or
+repetitive piece is seen, a pair memo of 2-32 KB for the call); a piece over 32 bytes of other
+than whitespace or a few repeated bytes also holds 4 bytes per byte of it in the output vector
+while it is encoded (its token stack, cut back to its tokens after). A run of one byte costs
+O(M * P) for its period P (M = longest run token) plus O(1) per token, whatever its length.
 
 Pieces that are themselves a token (90-96% of pieces in English and code) take one probe of the
 whole-piece table (VocabView.pieces, one cache line for tokens up to 8 bytes). Other pieces of up
@@ -32,7 +34,10 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 # - Four backtracking loops, copies rather than one loop with flags (a flag cost 4-5% of the
 #   instructions): short_tokens (<= 32 bytes, all longest matches at once), short_tokens_probed
 #   (word-shaped ASCII <= 16 bytes, whole-piece probes), backtrack_long, and backtrack_memo (runs
-#   of whitespace or of a few bytes: pair memo and spine_rejects) (15, 16, 20, 21, 24, 28).
+#   of whitespace or of a few bytes: pair memo and spine_rejects) (15, 16, 20, 21, 24, 28); the
+#   memo is kept for the whole call in the caller's ``bits``, as pieces ask each other's pairs.
+# - A run of one byte over 32 bytes is read from the periodic last tokens of its prefixes
+#   (backtrack_run), its repeats counted at once (docs/perf/backtrack.md, "The adversarial corpora").
 # - Misses are cut before the trie and pair tables: first2x, step3_filter, the pair filter and
 #   the byte-pair bitmap; the vocab tables get huge pages (TLB misses) (5, 8, 14, 25, 33, 35).
 # - Token lists come from shared int objects; a str's cached UTF-8 is used as is (4, 26).
@@ -103,7 +108,8 @@ cdef Py_ssize_t count_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
 cdef enum:
     SHORT_PIECE = 32    #: pieces up to this many bytes get all their longest matches at once
     PROBE_PIECE = 16    #: ASCII pieces up to this many bytes find them in the whole-piece table
-    PAIR_MEMO = 256     #: is_valid_pair answers remembered per longer piece (2**8 slots)
+    MEMO_PIECE = 256    #: pieces over this many bytes of at most MEMO_DISTINCT bytes use the memo
+    PAIR_MEMO_BITS = 12 #: backtrack_memo's is_valid_pair answers, kept per call: up to 2**12 slots
     MEMO_SAMPLE = 64    #: leading bytes of a long piece looked at to decide on the memo
     MEMO_DISTINCT = 8   #: the memo is used when they hold at most this many distinct bytes
     STACK_START = 1024  #: tokens of room a long piece's stack starts with (doubled when full)
@@ -176,9 +182,164 @@ cdef Py_ssize_t backtrack_piece(const VocabView* v, const uint8_t* p, Py_ssize_t
         if token != NO_TOKEN:
             out.push_back(token)
             return 1
-    if (is_space(p[0]) and is_space(p[n - 1])) or (n > PAIR_MEMO and few_distinct_bytes(p)):
+    cdef Py_ssize_t k
+    if n > SHORT_PIECE and p[0] == p[n - 1] and p[0] == p[1] and memcmp(p, p + 1, n - 1) == 0:
+        k = backtrack_run(v, p, n, out)
+        if k >= 0:
+            return k
+    if (is_space(p[0]) and is_space(p[n - 1])) or (n > MEMO_PIECE and few_distinct_bytes(p)):
         return backtrack_memo(v, p, n, out, bits)
     return backtrack_long(v, p, n, out, bits)
+
+
+cdef enum:
+    RUN_KINDS = 64      #: most run tokens (b, bb, bbb, ...) of one byte the run path handles
+    RUN_WINDOW = 4096   #: prefixes of a run searched for the period of its last tokens
+    RUN_SKIP = 1024     #: periods up to this long have their walk's cycle skipped (run_walk)
+
+
+cdef Py_ssize_t run_walk(const uint8_t* last, const Py_ssize_t* klen, Py_ssize_t n,
+                         Py_ssize_t base, Py_ssize_t P, const uint32_t* ktok,
+                         uint32_t* dst_end) noexcept nogil:
+    """The token count of backtrack_run's encoding of a run of n bytes, from its last tokens
+    (``last[x]`` for x <= base, periodic with period P above base); with ``ktok``, also writes
+    the tokens, the last one at dst_end[-1], the first at dst_end[-count].
+
+    Above base the walk's position modulo P decides its next step, so within P steps it meets a
+    residue again: from there it repeats that cycle (cs tokens, D bytes) while it stays above
+    base, and the repeats are counted at once (and copied in doubling blocks when writing)."""
+    cdef Py_ssize_t seen_k[RUN_SKIP]
+    cdef Py_ssize_t seen_x[RUN_SKIP]
+    cdef Py_ssize_t x = n, r = 0, k = 0, j, q, cs, D, done, c
+    cdef bint skip = P <= RUN_SKIP
+    cdef uint32_t* e
+    if n > base:
+        r = (n - base - 1) % P
+        if skip:
+            for j in range(P):
+                seen_k[j] = -1
+    while x > base:
+        if skip:
+            if seen_k[r] < 0:
+                seen_k[r] = k
+                seen_x[r] = x
+            else:
+                skip = False
+                cs = k - seen_k[r]
+                D = seen_x[r] - x
+                q = (x - base) // D
+                if ktok != NULL and q > 0:
+                    # dst_end[-k:-k + cs] is one cycle; its repeats go left of it.
+                    e = dst_end - k
+                    done = 0
+                    while done < q * cs:
+                        c = cs + done if cs + done < q * cs - done else q * cs - done
+                        memcpy(e - done - c, e + cs - c, c * sizeof(uint32_t))
+                        done += c
+                k += q * cs
+                x -= q * D
+                if x <= base:
+                    break
+        j = last[base + 1 + r]
+        k += 1
+        if ktok != NULL:
+            dst_end[-k] = ktok[j]
+        x -= klen[j]
+        r -= klen[j]
+        while r < 0:
+            r += P
+    while x > 0:
+        j = last[x]
+        k += 1
+        if ktok != NULL:
+            dst_end[-k] = ktok[j]
+        x -= klen[j]
+    return k
+
+
+cdef Py_ssize_t backtrack_run(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                              vector[uint32_t]& out) noexcept nogil:
+    """BPE of a run of one byte (p[:n] all equal, n > SHORT_PIECE) appended to out, from the
+    periodic last tokens of its prefixes; returns the token count, or -1 (nothing appended) when
+    the run is not handled here (more than RUN_KINDS run tokens, or no period found).
+
+    The last token of BPE(p[:i]) is the longest token t ending at i that is compatible with the
+    last token at i - len(t) (README, "How it works"; prefix.pyx), so in a run, where every such t
+    is a run token b^k, it is a function F of the last tokens at i - 1 .. i - M (M = the longest
+    run token) once i > M. If those M values at i equal the ones at i - P (P <= i - M), every
+    later last token repeats with period P: the values at x and x - P are F of equal windows, by
+    induction. The table is computed until such a P is found (at most RUN_WINDOW prefixes, with a
+    run-token compatibility matrix instead of is_valid_pair per step), then the encoding is read
+    backwards from n through it: O(M * P) work plus O(1) per output token, whatever n is."""
+    cdef uint32_t ktok[RUN_KINDS]
+    cdef Py_ssize_t klen[RUN_KINDS]
+    cdef uint8_t ok[RUN_KINDS * RUN_KINDS]   # 0 unknown, 1 apart (invalid), 2 compatible
+    cdef uint8_t last[RUN_WINDOW + 1]        # last[i]: index in ktok of the last token of p[:i]
+    cdef uint32_t t = next_match(v, p, n)
+    cdef Py_ssize_t m = 0, i, j, a, M, w, check, P, base, k, c
+    cdef size_t start
+    cdef bint found = False
+    while t != NO_TOKEN:
+        if m == RUN_KINDS:
+            return -1
+        ktok[m] = t
+        klen[m] = token_len(v, t)
+        m += 1
+        t = v.next_prefix[t]
+    # ktok from the longest down: reverse so that index grows with length.
+    for i in range(m // 2):
+        t = ktok[i]
+        ktok[i] = ktok[m - 1 - i]
+        ktok[m - 1 - i] = t
+        j = klen[i]
+        klen[i] = klen[m - 1 - i]
+        klen[m - 1 - i] = j
+    M = klen[m - 1]
+    for i in range(m * m):
+        ok[i] = 0
+    w = n if n < RUN_WINDOW else RUN_WINDOW
+    check = 4 * M if 4 * M > 64 else 64
+    P = 0
+    last[0] = 0
+    for i in range(1, w + 1):
+        j = m - 1
+        while True:
+            if klen[j] <= i:
+                if klen[j] == i:
+                    break
+                a = last[i - klen[j]]
+                c = a * m + j
+                if ok[c] == 0:
+                    ok[c] = 2 if is_valid_pair(v, ktok[a], ktok[j]) else 1
+                if ok[c] == 2:
+                    break
+            if j == 0:
+                return -1   # no compatible last token: not a BPE table (never for a BPE vocab)
+            j -= 1
+        last[i] = <uint8_t>j
+        if i == check and i < n:
+            # The smallest P with the M last values at i equal to those at i - P.
+            for P in range(1, i - M + 1):
+                for k in range(M):
+                    if last[i - k] != last[i - P - k]:
+                        break
+                else:
+                    found = True
+                    break
+            if found:
+                w = i
+                break
+            check = 2 * check if 2 * check < w else w
+    if w < n and not found:
+        return -1
+    # The tokens from n backwards, last(x) = last[base + 1 + (x - base - 1) % P] for x > base:
+    # counted in a first walk, written from the end of their room in a second.
+    base = w - P if found else n
+    k = run_walk(last, klen, n, base, P, NULL, NULL)
+    start = out.size()
+    out.resize(start + k)
+    run_walk(last, klen, n, base, P, ktok, out.data() + start + k)
+    return k
 
 
 cdef inline bint is_space(uint8_t c) noexcept nogil:
@@ -356,6 +517,46 @@ cdef inline bint long_pair_rejected(const VocabView* v, uint32_t last, uint32_t 
     return token_bytes > 1 and v.split_right[last] != last and spine_rejects(v, last, token)
 
 
+cdef uint64_t* alive_bits(const VocabView* v, vector[uint64_t]& bits, Py_ssize_t n,
+                          bint with_memo) noexcept nogil:
+    """The dead-end bits of a piece of n bytes in ``bits``, all set (alive), after the pair memo
+    when ``bits`` holds one for v or ``with_memo`` asks for one.
+
+    The memo (backtrack_memo's is_valid_pair answers) lives in the caller's ``bits`` for the
+    whole call (encode_text's, or an interval or appending counter's), shared by its pieces:
+    bits[0] = the tag of v (its address: even), bits[1] = b, bits[2:2 + 2**b] = entries (empty:
+    all ones), 2**b = two slots per byte of the longest memo piece so far, 256 to 2**PAIR_MEMO_BITS (a
+    longer piece starts a larger, empty memo); the dead-end bits follow. Without a memo the
+    dead-end bits start at bits[0], whose bit 0 (position 0, never a dead end) stays set: an odd
+    word, never taken for a tag."""
+    cdef size_t words = (n >> 6) + 1, i, at
+    cdef uint64_t tag = <uint64_t><size_t>v
+    cdef uint64_t mb = 8
+    cdef uint64_t* b
+    while mb < PAIR_MEMO_BITS and (<Py_ssize_t>1 << mb) < 2 * n:
+        mb += 1
+    if bits.size() > 2 and bits[0] == tag and (bits[1] >= mb or not with_memo):
+        mb = bits[1]
+    elif with_memo:
+        if bits.size() < 2 + (<size_t>1 << mb) + words:
+            bits.resize(2 + (<size_t>1 << mb) + words)
+        b = bits.data()
+        b[0] = tag
+        b[1] = mb
+        for i in range(2, 2 + (<size_t>1 << mb)):
+            b[i] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # never asked: no key has its top bit set
+    else:
+        bits.assign(words, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
+        return bits.data()
+    at = 2 + (<size_t>1 << mb)
+    if bits.size() < at + words:
+        bits.resize(at + words)
+    b = bits.data() + at
+    for i in range(words):
+        b[i] = <uint64_t>0xFFFFFFFFFFFFFFFFULL
+    return b
+
+
 cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
     """backtrack_piece for n == 1 or n > SHORT_PIECE, without the pair memo.
@@ -369,9 +570,7 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
     cdef uint32_t last = NO_TOKEN, shorter
     cdef uint32_t token
     cdef uint32_t* stack
-    cdef uint64_t* alive
-    bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
-    alive = bits.data()
+    cdef uint64_t* alive = alive_bits(v, bits, n, False)
     out.resize(start + n)
     stack = out.data() + start
     token = next_match(v, p, n)
@@ -401,9 +600,10 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
 
 cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
-    """backtrack_long with is_valid_pair answers remembered (repetitive pieces over PAIR_MEMO
-    bytes, which ask about the same pairs again and again). A copy of backtrack_long's loop, not
-    a flag in it: the flag cost pieces without the memo 4-5% Ir (Performance notes, step 20)."""
+    """backtrack_long with is_valid_pair answers remembered in ``bits`` for the call (alive_bits):
+    whitespace runs and repetitive pieces over MEMO_PIECE bytes ask about the same pairs again and
+    again, within a piece and across pieces. A copy of backtrack_long's loop, not a flag in it:
+    the flag cost pieces without the memo 4-5% Ir (Performance notes, step 20)."""
     cdef size_t start = out.size()
     cdef Py_ssize_t pos = 0, k = 0
     cdef Py_ssize_t end
@@ -411,19 +611,15 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
     cdef uint32_t token
     cdef uint32_t* stack
     cdef Py_ssize_t cap
-    cdef uint64_t* alive
-    cdef uint64_t memo_key[PAIR_MEMO]
-    cdef uint8_t memo_ok[PAIR_MEMO]
-    cdef uint64_t pk
+    cdef uint64_t* alive = alive_bits(v, bits, n, True)
+    cdef uint64_t* memo = bits.data() + 2
+    cdef int shift = <int>(64 - bits[1])
+    cdef uint64_t pk, e
     cdef uint32_t mi
     cdef bint ok
-    bits.assign((n >> 6) + 1, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
-    alive = bits.data()
     cap = n if n < STACK_START else STACK_START
     out.resize(start + cap)
     stack = out.data() + start
-    for mi in range(PAIR_MEMO):
-        memo_key[mi] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # (NO_TOKEN, NO_TOKEN): never asked
     token = next_match(v, p, n)
     while True:
         end = pos + token_len(v, token)
@@ -433,13 +629,13 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
             ok = True
         else:
             pk = (<uint64_t>last << 32) | token
-            mi = <uint32_t>(hash_u64(pk) >> 56)
-            if memo_key[mi] == pk:
-                ok = memo_ok[mi]
+            mi = <uint32_t>(hash_u64(pk) >> shift)
+            e = memo[mi]
+            if (e & <uint64_t>0x7FFFFFFFFFFFFFFFULL) == pk:
+                ok = (e >> 63) != 0
             else:
                 ok = not long_pair_rejected(v, last, token, end - pos) and is_valid_pair(v, last, token)
-                memo_key[mi] = pk
-                memo_ok[mi] = ok
+                memo[mi] = pk | (<uint64_t>ok << 63)   # top bit: the pair stays
         if ok:
             if k == cap:
                 cap = grow_stack(out, start, cap, n)
