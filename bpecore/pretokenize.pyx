@@ -3,8 +3,8 @@
 ``next_piece_end(kind, s, n, pos)`` returns the end (byte offset) of the piece that starts at
 ``pos`` in the valid UTF-8 text ``s[:n]``, exactly where ``regex.finditer(pattern, text)`` would
 end it. The shipped patterns (CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN) and the open models'
-(LLAMA3_PATTERN, QWEN2_PATTERN, TEKKEN_PATTERN: variants of the first two; DEEPSEEK3_PATTERN)
-have hand-written scanners over the UTF-8 bytes; character classes come from
+(LLAMA3_PATTERN, QWEN2_PATTERN, TEKKEN_PATTERN: variants of the first two; DEEPSEEK3_PATTERN;
+Falcon's chain as one regex, which ``bpecore.hf`` registers) have hand-written scanners over the UTF-8 bytes; character classes come from
 ``_unicode_tables.h``, measured from the `regex` module itself (scripts/gen_unicode_tables.py).
 Any other pattern (PAT_REGEX) is cut by `regex` in ``BacktrackEncoder._pieces``; PAT_NONE makes
 the whole text one piece.
@@ -1250,7 +1250,8 @@ def pattern_kind(pattern):
     """The PatternKind that cuts ``pattern``: a hand-written scanner, the regex fallback or none.
 
     Only the exact strings CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN, LLAMA3_PATTERN,
-    QWEN2_PATTERN and TEKKEN_PATTERN get a scanner.
+    QWEN2_PATTERN, TEKKEN_PATTERN, DEEPSEEK3_PATTERN and the one ``register_falcon`` maps get a
+    scanner.
     """
     if pattern is None:
         return PAT_NONE
