@@ -13,6 +13,7 @@ cdef enum PatternKind:
     PAT_QWEN2 = 6     #: QWEN2_PATTERN: PAT_LLAMA3 with single digits
     PAT_TEKKEN = 7    #: TEKKEN_PATTERN: O200K_PATTERN without contractions, single digits
     PAT_DEEPSEEK3 = 8  #: DEEPSEEK3_PATTERN: DeepSeek V3's three chained Splits as one regex
+    PAT_FALCON = 9    #: Falcon's four-stage chain as one regex (pretokenize.register_falcon)
 
 
 cdef extern from "bpecore/_unicode_tables.h":

@@ -85,7 +85,7 @@ from bpecore.encoding import Encoding, _rebuild_counter, _RecountingCounter, _va
 from bpecore.load import VocabError, bytes_to_unicode, read_file
 from bpecore.patterns import BYTELEVEL_PATTERN
 from bpecore.prefix import KIND_REGEX as _PAT_REGEX
-from bpecore.pretokenize import DEEPSEEK3_PATTERN, R50K_PATTERN
+from bpecore.pretokenize import DEEPSEEK3_PATTERN, R50K_PATTERN, register_falcon
 from bpecore.vocab import Vocab
 
 _BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
@@ -602,6 +602,11 @@ _FALCON_PATTERN = "|".join(
         r"\s+",
     ]
 )
+#: A compiled scanner cuts it (``pretokenize.falcon_end``, with this punctuation set) for count
+#: and encode; ``HFEncoding._plain`` keeps the regex (``_FALCON_REGEX``, the same pattern in a
+#: group), as the exact operations' compiled machinery does not know the scanner's shapes.
+register_falcon(_FALCON_PATTERN, _PUNCT_RANGES)
+_FALCON_REGEX = f"(?:{_FALCON_PATTERN})"
 #: The UTF-8 bytes ByteLevel maps to a numeral other than an ASCII digit (``¹²³¼½¾``: ``Digits``
 #: cuts at them, inside a character).
 #: Where Falcon's pieces always end, whatever comes before or after: before a space between two
@@ -1967,8 +1972,13 @@ class HFEncoding(Encoding):
             return None
         plain = self.__dict__.get("_plain_encoding")
         if plain is None:
+            pattern = self._segment_core.pattern
             plain = self.__dict__["_plain_encoding"] = Encoding(
-                self.name, None, self._segment_core.pattern, {}, vocab=self._vocab
+                self.name,
+                None,
+                _FALCON_REGEX if pattern == _FALCON_PATTERN else pattern,
+                {},
+                vocab=self._vocab,
             )
         return plain
 

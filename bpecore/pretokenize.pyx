@@ -3,8 +3,8 @@
 ``next_piece_end(kind, s, n, pos)`` returns the end (byte offset) of the piece that starts at
 ``pos`` in the valid UTF-8 text ``s[:n]``, exactly where ``regex.finditer(pattern, text)`` would
 end it. The shipped patterns (CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN) and the open models'
-(LLAMA3_PATTERN, QWEN2_PATTERN, TEKKEN_PATTERN: variants of the first two; DEEPSEEK3_PATTERN)
-have hand-written scanners over the UTF-8 bytes; character classes come from
+(LLAMA3_PATTERN, QWEN2_PATTERN, TEKKEN_PATTERN: variants of the first two; DEEPSEEK3_PATTERN;
+Falcon's chain as one regex, which ``bpecore.hf`` registers) have hand-written scanners over the UTF-8 bytes; character classes come from
 ``_unicode_tables.h``, measured from the `regex` module itself (scripts/gen_unicode_tables.py).
 Any other pattern (PAT_REGEX) is cut by `regex` in ``BacktrackEncoder._pieces``; PAT_NONE makes
 the whole text one piece.
@@ -46,7 +46,7 @@ from libcpp.vector cimport vector
 from bpecore._classes cimport (
     BPE_UT2_ASCII, BPE_UT2_CJK, BPE_UT2_P, BPE_UT2_S, BPE_UT_ASCII, BPE_UT_LL, BPE_UT_LM, BPE_UT_LO, BPE_UT_LT,
     BPE_UT_LU, BPE_UT_M, BPE_UT_N, BPE_UT_WS, F_BOTH, F_L, F_LN, F_LNS, F_LOWER, F_UPPER, PAT_CL100K,
-    PAT_DEEPSEEK3, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX, PAT_TEKKEN, o200k_words,
+    PAT_DEEPSEEK3, PAT_FALCON, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX, PAT_TEKKEN, o200k_words,
 )
 from bpecore._simd cimport BPE_SWAR, bpe_ctz64
 
@@ -942,9 +942,154 @@ cdef Py_ssize_t deepseek3_horizon(const uint8_t* s, Py_ssize_t n, Py_ssize_t sta
     return h
 
 
+# Falcon's chain (Punctuation, ByteLevel with GPT-2's regex, Digits, groups of three digits) as
+# bpecore.hf's one regex: `` ?\p{L}+``, a run of `tokenizers`' punctuation, ``[0-9]{1,3}``,
+# `` ?[^\P{N}0-9]+``, `` ?[^\s\p{L}\p{N}PUNCT]+``, ``\s+(?:(?!\S)|(?=[PUNCT]))``, ``\s+``. Every
+# character falls in one class (FK_*): letters, numerals and whitespace are never punctuation, so
+# the first character decides, with the second after a space. The punctuation set is the
+# caller's (`tokenizers`' tables, not `regex`'s \p{P}): ``register_falcon`` gives it and maps
+# the pattern to PAT_FALCON. Only counting and encoding use this kind: the exact operations'
+# shapes and horizons (appender, interval) do not know it, so ``piece_horizon`` answers ``n``.
+
+cdef enum:
+    FK_OTHER = 0    #: [^\s\p{L}\p{N}PUNCT]
+    FK_L = 1        #: \p{L}
+    FK_DIGIT = 2    #: [0-9]
+    FK_NUM = 3      #: \p{N} but [0-9]
+    FK_PUNCT = 4    #: the registered punctuation set
+    FK_WS = 5       #: \s
+
+cdef uint8_t FALCON_ASCII[128]
+cdef vector[uint32_t] FALCON_PUNCT   #: sorted, disjoint [lo, hi] pairs of non-ASCII punctuation
+
+
+cdef bint falcon_punct(uint32_t cp) noexcept nogil:
+    """Whether the non-ASCII code point ``cp`` is in the registered punctuation set."""
+    cdef Py_ssize_t lo = 0, hi = <Py_ssize_t>(FALCON_PUNCT.size() >> 1), mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if FALCON_PUNCT[2 * mid + 1] < cp:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < <Py_ssize_t>(FALCON_PUNCT.size() >> 1) and FALCON_PUNCT[2 * lo] <= cp
+
+
+cdef uint8_t falcon_wide_class(const uint8_t* s, Py_ssize_t i, Py_ssize_t* width) noexcept nogil:
+    """FK_* class of the 2-4 byte character at byte ``i``; its length goes to ``width[0]``."""
+    cdef uint32_t cp, b = s[i]
+    if b < 0xE0:
+        width[0] = 2
+        cp = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F)
+    elif b < 0xF0:
+        width[0] = 3
+        cp = ((b & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F)
+    else:
+        width[0] = 4
+        cp = ((b & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12) | ((s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F)
+    cdef uint8_t f = cp_flags(cp)
+    if f & F_L:
+        return FK_L
+    if f & BPE_UT_N:
+        return FK_NUM
+    if f & BPE_UT_WS:
+        return FK_WS
+    return FK_PUNCT if falcon_punct(cp) else FK_OTHER
+
+
+cdef inline uint8_t falcon_class(const uint8_t* s, Py_ssize_t i, Py_ssize_t* width) noexcept nogil:
+    if s[i] < 0x80:
+        width[0] = 1
+        return FALCON_ASCII[s[i]]
+    return falcon_wide_class(s, i, width)
+
+
+cdef inline Py_ssize_t falcon_run(const uint8_t* s, Py_ssize_t n, Py_ssize_t i, uint8_t k) noexcept nogil:
+    """End of the run of class-``k`` characters from byte ``i``."""
+    cdef Py_ssize_t w
+    while i < n and falcon_class(s, i, &w) == k:
+        i += w
+    return i
+
+
+cdef Py_ssize_t falcon_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """The piece of Falcon's one regex at ``pos``, alternatives decided by the first character's
+    class (and the second's after a space)."""
+    cdef Py_ssize_t w, w1, i, last = pos
+    cdef uint8_t k = falcon_class(s, pos, &w)
+    if k == FK_L:                                 # ?\p{L}+, no space
+        return run_any(s, n, pos + w, F_L)
+    if k == FK_DIGIT:                             # [0-9]{1,3}
+        i = pos + 1
+        while i < n and i < pos + 3 and 0x30 <= s[i] <= 0x39:
+            i += 1
+        return i
+    if k != FK_WS:                                # a punctuation, numeral or other run
+        return falcon_run(s, n, pos + w, k)
+    if s[pos] == 0x20 and pos + 1 < n:            # a space before a letter, numeral or other
+        k = falcon_class(s, pos + 1, &w1)
+        if k == FK_L:
+            return run_any(s, n, pos + 1 + w1, F_L)
+        if k == FK_NUM or k == FK_OTHER:
+            return falcon_run(s, n, pos + 1 + w1, k)
+    i = pos                                       # \s+ run
+    while i < n and falcon_class(s, i, &w) == FK_WS:
+        last = i
+        i += w
+    if i == n or falcon_class(s, i, &w) == FK_PUNCT or last == pos:
+        return i                                  # (?!\S) at the end; (?=[PUNCT]); \s+ of one
+    return last                                   # \s+(?!\S)
+
+
+cdef inline Py_ssize_t falcon_ascii_word(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """falcon_end for its commonest pieces: an ASCII letter, or a space then an ASCII letter,
+    then the letter run; -1 for any other start."""
+    cdef uint8_t c = s[pos]
+    if c < 0x80 and FALCON_ASCII[c] == FK_L:
+        return run_any(s, n, pos + 1, F_L)
+    if c == 0x20 and pos + 1 < n and s[pos + 1] < 0x80 and FALCON_ASCII[s[pos + 1]] == FK_L:
+        return run_any(s, n, pos + 2, F_L)
+    return -1
+
+
+def register_falcon(str pattern, ranges):
+    """Map ``pattern`` (Falcon's one regex, bpecore.hf) to PAT_FALCON, its punctuation class being
+    the inclusive code point ``ranges`` (sorted, disjoint): a BacktrackEncoder of ``pattern``
+    then cuts with falcon_end. Returns PAT_FALCON."""
+    global _SCANNER_KINDS, FALCON_PUNCT
+    cdef uint32_t c
+    cdef vector[uint32_t] wide
+    cdef object a, b
+    for a, b in ranges:
+        if b >= 0x80:
+            wide.push_back(max(a, 0x80))
+            wide.push_back(b)
+    for c in range(128):
+        f = BPE_UT_ASCII[c]
+        if f & F_L:
+            FALCON_ASCII[c] = FK_L
+        elif 0x30 <= c <= 0x39:
+            FALCON_ASCII[c] = FK_DIGIT
+        elif f & BPE_UT_N:
+            FALCON_ASCII[c] = FK_NUM
+        elif f & BPE_UT_WS:
+            FALCON_ASCII[c] = FK_WS
+        elif any(a <= c <= b for a, b in ranges):
+            FALCON_ASCII[c] = FK_PUNCT
+        else:
+            FALCON_ASCII[c] = FK_OTHER
+    FALCON_PUNCT = wide
+    _SCANNED[pattern] = PAT_FALCON
+    _SCANNER_KINDS = frozenset(_SCANNED.values())
+    return PAT_FALCON
+
+
 cdef Py_ssize_t open_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
-    """next_piece_end for PAT_LLAMA3, PAT_QWEN2, PAT_TEKKEN and PAT_DEEPSEEK3."""
+    """next_piece_end for PAT_LLAMA3, PAT_QWEN2, PAT_TEKKEN, PAT_DEEPSEEK3 and PAT_FALCON."""
     cdef Py_ssize_t e
+    if kind == PAT_FALCON:
+        e = falcon_ascii_word(s, n, pos)
+        return e if e >= 0 else falcon_end(s, n, pos)
     if kind == PAT_DEEPSEEK3:
         e = deepseek3_ascii_piece(s, n, pos)
         return e if e >= 0 else deepseek3_end(s, n, pos)
@@ -957,9 +1102,16 @@ cdef Py_ssize_t open_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssiz
 
 cdef Py_ssize_t open_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
                                 Py_ssize_t* ends, Py_ssize_t k) noexcept nogil:
-    """next_piece_ends for PAT_LLAMA3, PAT_QWEN2, PAT_TEKKEN and PAT_DEEPSEEK3."""
+    """next_piece_ends for PAT_LLAMA3, PAT_QWEN2, PAT_TEKKEN, PAT_DEEPSEEK3 and PAT_FALCON."""
     cdef Py_ssize_t j = 0, e
     cdef int most = 3 if kind == PAT_LLAMA3 else 1
+    if kind == PAT_FALCON:
+        while j < k and pos < n:
+            e = falcon_ascii_word(s, n, pos)
+            pos = e if e >= 0 else falcon_end(s, n, pos)
+            ends[j] = pos
+            j += 1
+        return j
     if kind == PAT_DEEPSEEK3:
         while j < k and pos < n:
             e = deepseek3_ascii_piece(s, n, pos)
@@ -1056,6 +1208,8 @@ cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize
     cdef Py_ssize_t w0, p, u, l, h = end + 1
     if kind == PAT_DEEPSEEK3:
         return deepseek3_horizon(s, n, start, end)
+    if kind == PAT_FALCON:
+        return n                                  # not known: the whole text decides
     cdef uint8_t fl = flags_at(s, start, &w0)
     if s[start] == 0x27 and start + 4 > h:
         h = start + 4
@@ -1096,7 +1250,8 @@ def pattern_kind(pattern):
     """The PatternKind that cuts ``pattern``: a hand-written scanner, the regex fallback or none.
 
     Only the exact strings CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN, LLAMA3_PATTERN,
-    QWEN2_PATTERN and TEKKEN_PATTERN get a scanner.
+    QWEN2_PATTERN, TEKKEN_PATTERN, DEEPSEEK3_PATTERN and the one ``register_falcon`` maps get a
+    scanner.
     """
     if pattern is None:
         return PAT_NONE
