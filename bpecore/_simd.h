@@ -24,3 +24,8 @@ static inline int bpe_ctz64(uint64_t x) { return __builtin_ctzll(x); }
 #define BPE_SWAR 0
 static inline int bpe_ctz64(uint64_t x) { int k = 0; while (!(x & 1)) { x >>= 1; ++k; } return k; }
 #endif
+
+/* BPE_LOW_BYTES[k]: a word with its k low bytes set (k = 0..8): the mask of a k-byte head. */
+static const uint64_t BPE_LOW_BYTES[9] = {
+    0x0ULL, 0xFFULL, 0xFFFFULL, 0xFFFFFFULL, 0xFFFFFFFFULL, 0xFFFFFFFFFFULL, 0xFFFFFFFFFFFFULL,
+    0xFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL};

@@ -10,3 +10,5 @@ cdef extern from "bpecore/_simd.h" nogil:
     const bint BPE_SWAR
     #: Trailing zero bits of x (x != 0).
     int bpe_ctz64(uint64_t x) noexcept
+    #: BPE_LOW_BYTES[k]: a word with its k low bytes set (k = 0..8).
+    const uint64_t BPE_LOW_BYTES[9]

@@ -63,7 +63,7 @@ from bpecore._classes cimport PAT_NONE, PAT_REGEX
 from bpecore.piececache cimport CacheTable, PieceCache
 from bpecore.pretokenize cimport next_piece_end, next_piece_ends
 from bpecore.vocab cimport (
-    PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, load_head, lookup_piece, lookup_piece_hashed,
+    PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, head_and_hash, load_head, lookup_piece, lookup_piece_hashed,
     lookup_whole,
     bytes_stay_apart, mul_hash, next_match, piece_hash, spine_rejects, step3_passes, token_len,
 )
@@ -713,16 +713,14 @@ cdef inline Py_ssize_t cut_block(const VocabView* v, int kind, const uint8_t* s,
         block[j].start = start
         block[j].end = end
         length = end - start
-        if length > 1:
-            block[j].head = load_head(s + start, length)
-            block[j].h = piece_hash(s + start, length, block[j].head)
-            bpe_prefetch(&v.pieces[block[j].h >> v.piece_shift])
-            if length > 8:
-                bpe_prefetch(&v.piece_tails[block[j].h >> v.piece_shift])
-            if cache != NULL:
-                bpe_prefetch(&cache[block[j].h >> (64 - cache_bits)])
-            if shared != NULL and length <= BPE_CACHE_KEY:
-                bpe_prefetch(bpe_cache_bucket(shared, block[j].h))
+        block[j].h = head_and_hash(s + start, length, s + n, &block[j].head)
+        bpe_prefetch(&v.pieces[block[j].h >> v.piece_shift])
+        if length > 8:
+            bpe_prefetch(&v.piece_tails[block[j].h >> v.piece_shift])
+        if cache != NULL:
+            bpe_prefetch(&cache[block[j].h >> (64 - cache_bits)])
+        if shared != NULL and length <= BPE_CACHE_KEY:
+            bpe_prefetch(bpe_cache_bucket(shared, block[j].h))
         start = end
     scan[0] = start
     return m
@@ -772,12 +770,6 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
             end = q.end
             p = s + pos
             length = end - pos
-            if length == 1:
-                if count_only:
-                    total += 1
-                else:
-                    out.push_back(v.byte_token[p[0]])
-                continue
             h = q.h
             token = lookup_piece_hashed(v, p, length, q.head, h)
             if token != NO_TOKEN:

@@ -43,7 +43,7 @@ from libcpp.vector cimport vector
 
 from bpecore._types cimport NO_TOKEN
 from bpecore.vocab cimport (
-    WHOLE_ONLY, PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, is_valid_pair, load_head, mul_hash, next_match, pair_lookup, spine_rejects,
+    WHOLE_ONLY, PairEntry, PieceEntry, TrieEntry, VocabView, hash_bytes, head_and_hash, is_valid_pair, load_head, mul_hash, next_match, pair_lookup, spine_rejects,
     bytes_stay_apart, lookup_any, piece_hash, trie_child,
 )
 
@@ -857,3 +857,15 @@ cdef class Vocab:
         for i in range(self.n_tokens):
             self.index_of_id[v[i]] = i
         self.ids.swap(v)
+
+
+def _head_and_hash(bytes text, Py_ssize_t start, Py_ssize_t n):
+    """(head_and_hash's head, its hash, load_head, piece_hash) of text[start:start + n], read with
+    the text's end as the limit (for tests: the two pairs are equal)."""
+    if n < 1 or start < 0 or start + n > len(text):
+        raise ValueError((start, n))
+    cdef const uint8_t* s = <const uint8_t*>text
+    cdef uint64_t head = 0
+    cdef uint64_t h = head_and_hash(s + start, n, s + len(text), &head)
+    cdef uint64_t ref = load_head(s + start, n)
+    return head, h, ref, piece_hash(s + start, n, ref)

@@ -233,3 +233,18 @@ def test_from_tiktoken_whitespace_like_python():
     ranks = toy_ranks()
     text = _tiktoken_bytes(ranks).replace(b" ", b" \t ").replace(b"\n", b"\r\n") + b"\n  \n"
     assert _tables(Vocab.from_tiktoken(text)) == _tables(Vocab(ranks))
+
+
+def test_head_and_hash_equals_load_head_and_piece_hash():
+    """The branch-free head and hash encode_text cuts pieces with are load_head's and piece_hash's,
+    for every length at every offset, near the text's end (the guarded path) and away from it."""
+    from bpecore.vocab import _head_and_hash
+
+    rng = random.Random(18)
+    text = bytes(rng.randrange(256) for _ in range(80)) + b"\x00" * 9 + b"hello world, tokens!"
+    for start in range(len(text)):
+        for n in range(1, min(40, len(text) - start) + 1):
+            head, h, ref_head, ref_h = _head_and_hash(text, start, n)
+            assert (head, h) == (ref_head, ref_h), (start, n)
+    with pytest.raises(ValueError):
+        _head_and_hash(b"abc", 2, 2)
