@@ -9,7 +9,11 @@ the part it cannot reproduce (never a silently different encoding):
   nothing for it; counting never needs it. A file is accepted only when BPE by rank provably
   makes the merges the list makes: every token's split found by BPE on its own bytes must be
   the first merge of the list that forms it (README, "How it works"); ``ignore_merges``
-  (a piece that is a whole vocab token is that token) is honoured.
+  (a piece that is a whole vocab token is that token) is honoured. A file converted from a
+  tiktoken rank file (Llama 3's: ``ignore_merges``, every split of every token listed, token by
+  token in id order) is read as BPE by rank with the ids as ranks (``_rank_file``), which also
+  takes tokens ranked before their parts and tokens BPE never forms: ``bpecore.llama``'s
+  whole-piece encoding, compiled, every exact operation.
 - normalizers NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence of them;
 - pre-tokenizers Split (every ``behavior``, ``invert``), Digits, Punctuation, ByteLevel
   (``add_prefix_space``, ``use_regex``) and a Sequence of any number of them, each stage
@@ -1117,6 +1121,65 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool, bytes
         if data is not None and data not in order:  # not byte-level: no piece can spell it
             whole[data] = tid
     return core, whole, _flag(model, "ignore_merges", False, source), bytes(missing)
+
+
+def _rank_file(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int]] | None:
+    """(Vocab, whole-piece tokens) of a file converted from a tiktoken rank file (Llama 3's), or
+    None when the file is not laid out as one.
+
+    Such a file (``ignore_merges``; transformers' tiktoken converter) lists, token by token in
+    id order, every split of the token into two vocab tokens, sorted by the parts' ids. The merge
+    list then gives each pair the priority (id of the token it forms, its place among that
+    token's splits), and BPE by rank gives it (id of the token, its position in the piece): the
+    two differ only in which of two different splits of one token, both present at once, goes
+    first. That is checked here (strictly increasing (token, left, right) ids along the list,
+    every split present) and on the text side by tests (tests/bpecore/test_hf_llama3.py: the
+    pieces that put two splits of one token side by side, every corpus, hypothesis text, all
+    equal to `tokenizers`). The ranks are then the ids, which Llama 3 orders out of merge order
+    (81 tokens before a part) and with 588 tokens BPE never forms: ``bpecore.llama._reranked``
+    moves the first after their parts and puts the others in a whole-piece table, as for Meta's
+    ``tokenizer.model``. ~3 s for Llama 3's 280,147 merges."""
+    model = doc["model"]
+    vocab, merges = model.get("vocab"), model.get("merges")
+    if model.get("ignore_merges") is not True or not isinstance(vocab, dict):
+        return None
+    if not isinstance(merges, list) or len(set(vocab.values())) != len(vocab):
+        return None
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    table = {ord(c): b for c, b in byte_of.items()}
+    table.update({c: 0xFFFF for c in range(256) if c not in table})  # fails the Latin-1 encode
+    ranks: dict[bytes, int] = {}
+    for token, tid in vocab.items():
+        if type(tid) is not int or tid < 0:
+            return None
+        try:
+            ranks[token.translate(table).encode("latin-1")] = tid
+        except UnicodeEncodeError:
+            return None
+    if len(ranks) != len(vocab) or any(bytes([b]) not in ranks for b in range(256)):
+        return None
+    listed: set[tuple[int, int]] = set()
+    last = (-1, -1, -1)
+    for merge in merges:
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if not isinstance(parts, list) or len(parts) != 2:
+            return None
+        left, right = parts
+        key = (vocab.get(left + right), vocab.get(left), vocab.get(right))
+        if None in key or key <= last:
+            return None
+        last = key
+        listed.add(key[1:])
+    for data in ranks:
+        for k in range(1, len(data)):
+            a = ranks.get(data[:k])
+            if a is not None:
+                b = ranks.get(data[k:])
+                if b is not None and (a, b) not in listed:
+                    return None
+    from bpecore.llama import _reranked
+
+    return _reranked(ranks, source)
 
 
 def _possible(missing: bytes) -> bytes:
@@ -2302,6 +2365,9 @@ def _from_bytes(data: bytes, name: str, source: str) -> Encoding:
 
 
 def _build(doc: dict, name: str, source: str) -> Encoding:
+    ranked = _rank_file_encoding(doc, name, source)
+    if ranked is not None:
+        return ranked
     vocab, whole, ignore_merges, missing = _model(doc, source)
     added_list = doc.get("added_tokens") or []
     if not isinstance(added_list, list):
@@ -2345,3 +2411,34 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
         pattern=pattern,
         missing=missing,
     )
+
+
+def _rank_file_encoding(doc: dict, name: str, source: str) -> Encoding | None:
+    """A rank file's conversion (``_rank_file``) with one regex, no normalizer and only special
+    added tokens without flags: ``bpecore.llama``'s whole-piece encoding (compiled count and
+    encode, every exact operation), the file's ids kept. None for any other file."""
+    pattern = _single_pattern(doc.get("pre_tokenizer"))
+    added_list = doc.get("added_tokens") or []
+    if (
+        pattern is None
+        or doc.get("normalizer") is not None
+        or not isinstance(added_list, list)
+        or doc["model"].get("ignore_merges") is not True
+    ):
+        return None
+    added = [_Added(a, source) for a in added_list]
+    if not all(a.special and not (a.lstrip or a.rstrip or a.single_word) for a in added):
+        return None
+    ranked = _rank_file(doc, source)
+    if ranked is None:
+        return None
+    vocab, whole = ranked
+    for a in added:
+        if vocab.index_of(a.id) >= 0:
+            raise VocabError(f"{source}: added token {a.content!r} reuses id {a.id} of a BPE token")
+    from bpecore.llama import _whole_piece_encoding
+
+    try:
+        return _whole_piece_encoding(name, vocab, pattern, {a.content: a.id for a in added}, whole)
+    except ValueError as e:
+        raise VocabError(f"{source}: {e}") from e
