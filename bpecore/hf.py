@@ -1138,7 +1138,7 @@ def _rank_file(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int]] | None:
     equal to `tokenizers`). The ranks are then the ids, which Llama 3 orders out of merge order
     (81 tokens before a part) and with 588 tokens BPE never forms: ``bpecore.llama._reranked``
     moves the first after their parts and puts the others in a whole-piece table, as for Meta's
-    ``tokenizer.model``. ~3 s for Llama 3's 280,147 merges."""
+    ``tokenizer.model``. ~2.5 s for Llama 3's 280,147 merges (docs/perf/hf.md)."""
     model = doc["model"]
     vocab, merges = model.get("vocab"), model.get("merges")
     if model.get("ignore_merges") is not True or not isinstance(vocab, dict):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import time
@@ -110,6 +111,10 @@ def test_read_as_a_rank_file(pair):
     finally:
         tok.encode_special_tokens = True
     assert enc.encode(text, allowed_special="all") == want == [128_000, 6151, 128_009]
+    again = pickle.loads(pickle.dumps(enc))
+    assert isinstance(again, WholePieceEncoding)
+    assert again.encode(text, allowed_special="all") == want
+    assert again.encode_ordinary(" mnoha .::.::") == enc.encode_ordinary(" mnoha .::.::")
 
 
 def test_corpora(pair):
