@@ -1,7 +1,7 @@
 """encode_ordinary / count throughput: bpecore vs tiktoken and the other exact tokenizers installed.
 
     python benches/bench_encode.py [--size 200000] [--reps 3] [--quick] [--clock cpu] [--corpora a,b]
-                                   [--batches] [--peers-only]
+                                   [--batches] [--peers-only] [--families [all|a,b]]
 
 Peers (the ``bench`` extra; each one that is importable is used): tiktoken (len(encode_ordinary)
 for count), bpe-openai (rust-gems' `bpe-openai`; its raw binding, which has a native count),
@@ -40,6 +40,14 @@ texts: 1,000-character windows at evenly spaced offsets of the rest of those thr
 of text gives 10,000 windows only by overlapping: each character is in about 3 windows), in a
 shuffled order. The results are checked against tiktoken after the timing, in the same
 subprocess.
+
+``--families`` (only that table; english, code, multilingual or ``--corpora``): each open-model
+family (GPT-2, GPT-NeoX, Falcon, StarCoder2, Qwen2, Qwen3.5, DeepSeek-Coder v1, DeepSeek V3,
+DeepSeek LLM, Llama 3, Llama 4, Tekken), built offline by ``bench_open_models.py``'s loaders, as
+``load_hf`` of a tokenizer.json against Hugging Face `tokenizers` on the same file, and for Llama
+3, Llama 4 and Tekken also ``get_encoding`` against Meta's tokenizer / mistral-common: count and
+encode MB/s and their ratios to the reference's encode, on the main table's first-seen slices,
+exactness checked first in a subprocess.
 
 Then (not with --quick, --corpora or --peers-only): small inputs (bpecore vs tiktoken, repeated
 text), worst cases (time per byte across sizes), batch threads, and resident memory after loading
@@ -695,10 +703,165 @@ def memory() -> None:
         )
 
 
+# ---------------------------------------------------------------------------------- --families
+#: (row label, bench_open_models family, reference). "tokenizers": Hugging Face `tokenizers` on
+#: the tokenizer.json the row's bpecore encoding is ``load_hf`` of; "own": the family's own
+#: tokenizer (Meta's tiktoken Encoding, mistral-common's Tekkenizer) against ``get_encoding``.
+FAMILY_ROWS = [
+    ("GPT-2", "gpt2", "tokenizers"),
+    ("GPT-NeoX", "gpt-neox", "tokenizers"),
+    ("Falcon", "falcon", "tokenizers"),
+    ("StarCoder2", "starcoder", "tokenizers"),
+    ("Qwen2", "qwen2", "tokenizers"),
+    ("Qwen3.5", "qwen35", "tokenizers"),
+    ("DeepSeek-Coder v1", "deepseek-coder", "tokenizers"),
+    ("DeepSeek V3", "deepseek", "tokenizers"),
+    ("DeepSeek LLM", "deepseek-llm", "tokenizers"),
+    ("Llama 3", "llama-bpe", "tokenizers"),
+    ("Llama 3", "llama3", "own"),
+    ("Llama 4", "llama4", "tokenizers"),
+    ("Llama 4", "llama4", "own"),
+    ("Tekken", "tekken", "tokenizers"),
+    ("Tekken", "tekken", "own"),
+]
+
+
+def _open_models():
+    """benches/bench_open_models.py, whose loaders build every family offline."""
+    sys.path.insert(0, str(ROOT / "benches"))
+    import bench_open_models
+
+    return bench_open_models
+
+
+def family(key: str, reference: str, directory: str):
+    """(bpecore encoding, reference encode, reference name, file) of a FAMILY_ROWS row;
+    ImportError when its package or GGUF file is missing. A "tokenizers" row's encoding is
+    ``load_hf`` of the very file `tokenizers` reads (bench_open_models writes the GGUF families'
+    files as ``<family>.json``; Llama 4 and Tekken are their named encodings' ``save_hf``)."""
+    bom = _open_models()
+    if reference == "own":
+        enc, ref, name = bom.build(key, directory)
+        return enc, ref, name, "tokenizer.model" if key.startswith("llama") else "tekken.json"
+    if key in ("llama4", "tekken"):
+        if key == "tekken":
+            import mistral_common  # noqa: F401  (the vendored file's reference package)
+        else:
+            import llama_models  # noqa: F401
+        path = os.path.join(directory, f"{key}.json")
+        bpecore.get_encoding(key).save_hf(path)
+        return bpecore.load_hf(path), bom._hf_reference(path), "tokenizers", "save_hf"
+    enc, ref, name = bom.build(key, directory)
+    if key in bom.GGUF_FAMILIES:
+        enc = bpecore.load_hf(os.path.join(directory, f"{key}.json"))
+        return enc, ref, name, "GGUF -> tokenizer.json"
+    return enc, ref, name, "tokenizer.json"
+
+
+def family_check(key: str, reference: str, size: int, reps: int, names: list[str]) -> dict:
+    """{corpus: None or why not exact} over every slice the families table times."""
+    with tempfile.TemporaryDirectory() as directory:
+        enc, ref, _, _ = family(key, reference, directory)
+        out: dict[str, str | None] = {}
+        for cname in names:
+            out[cname] = None
+            for piece in first_seen_slices(corpus(cname), size, reps):
+                want = ref(piece)
+                if enc.encode_ordinary(piece) != want:
+                    out[cname] = "not exact (encode)"
+                elif enc.count(piece) != len(want):
+                    out[cname] = "not exact (count)"
+                if out[cname]:
+                    break
+        return out
+
+
+def families_table(
+    size: int, reps: int, names: list[str], only: set[str] | None, clock=time.perf_counter
+) -> None:
+    """bpecore against `tokenizers` (and the family's own tokenizer) per open-model family."""
+    what = "process CPU time" if clock is time.process_time else "wall time"
+    print(
+        f"\n## Open-model families, MB/s (UTF-8 bytes, {what}), median of {reps} first-seen slices "
+        f"of up to {size:,} chars"
+    )
+    print(
+        "Slices as in the main table: slice 0 warms up, the count slices time bpecore count and "
+        "the reference's encode, the encode slices bpecore encode and the reference's encode "
+        "(order rotated per slice); the reference cell is the median of both. Exactness (ids "
+        "and count equal to the reference's on every slice) is checked first in a subprocess "
+        "that has not seen the text; a row that is not exact is not timed. Single thread."
+    )
+    print(f"tokenizers {importlib.metadata.version('tokenizers')}.\n")
+    print(
+        "| family | file | corpus | bpecore path | count | encode | reference | ref encode "
+        "| count / ref | encode / ref |"
+    )
+    print("|---|---|---|---|---:|---:|---|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as directory:
+        for label, key, reference in FAMILY_ROWS:
+            if only and key not in only and label not in only:
+                continue
+            check = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--_family_check",
+                    key,
+                    reference,
+                    str(size),
+                    str(reps),
+                    ",".join(names),
+                ],
+                check=False,
+                capture_output=True,
+                text=True,
+            )
+            if check.returncode != 0:
+                last = check.stderr.strip().splitlines()[-1:] or ["?"]
+                print(f"| {label} | | | | | | {reference}: skipped ({last[0]}) | | | |", flush=True)
+                continue
+            verdicts = json.loads(check.stdout.strip().splitlines()[-1])
+            enc, ref, ref_name, source = family(key, reference, directory)
+            for cname in names:
+                head = f"| {label} | {source} | {cname} | {type(enc).__name__} |"
+                if verdicts[cname]:
+                    print(f"{head} {verdicts[cname]} | | {ref_name} | | | |", flush=True)
+                    continue
+                slices = first_seen_slices(corpus(cname), size, reps)
+                enc.count(fresh(slices[0])), enc.encode_ordinary(fresh(slices[0]))
+                ref(fresh(slices[0]))
+                rates: dict[str, list[float]] = {"count": [], "encode": [], "ref": []}
+                for k, op in enumerate(("count", "encode")):
+                    ours = enc.count if op == "count" else enc.encode_ordinary
+                    pair = [(op, ours), ("ref", ref)]
+                    for r in range(reps):
+                        text = slices[1 + k * reps + r]
+                        mb = len(text.encode("utf-8")) / 1e6
+                        for row_key, func in pair if r % 2 == 0 else pair[::-1]:
+                            copy = fresh(text)
+                            t0 = clock()
+                            func(copy)
+                            rates[row_key].append(mb / (clock() - t0))
+                rate = {k: statistics.median(v) for k, v in rates.items()}
+                print(
+                    f"{head} {rate['count']:.1f} | {rate['encode']:.1f} | {ref_name} | "
+                    f"{rate['ref']:.1f} | {rate['count'] / rate['ref']:.1f}x | "
+                    f"{rate['encode'] / rate['ref']:.1f}x |",
+                    flush=True,
+                )
+            del enc, ref
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--_check"]:  # the exactness subprocess of main_table
         name, size, reps, names, vocab_dir = sys.argv[2:7]
         print(json.dumps(check_exact(name, int(size), int(reps), names.split(","), vocab_dir)))
+        return
+    if sys.argv[1:2] == ["--_family_check"]:  # the exactness subprocess of families_table
+        key, reference, size, reps, names = sys.argv[2:7]
+        verdict = family_check(key, reference, int(size), int(reps), names.split(","))
+        print(json.dumps(verdict))
         return
     if sys.argv[1:2] == ["--_cold"]:  # one subprocess of cold_and_small
         lib, name, op, vocab_dir, clock_name = sys.argv[2:7]
@@ -729,6 +892,12 @@ def main() -> None:
     )
     ap.add_argument("--batches", action="store_true", help="only the batch table (2 threads vs 1)")
     ap.add_argument(
+        "--families",
+        nargs="?",
+        const="all",
+        help="only the open-model families table (all, or comma-separated families / labels)",
+    )
+    ap.add_argument(
         "--peers-only",
         action="store_true",
         help="only the main table and the cold / small-texts table",
@@ -740,6 +909,12 @@ def main() -> None:
     ).stdout.strip()
     print(f"# bench_encode at {commit}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
     print(f"load average before: {os.getloadavg()[0]:.2f}\n")
+    if args.families:
+        only = None if args.families == "all" else set(args.families.split(","))
+        names = args.corpora.split(",") if args.corpora else CORPORA[:3]
+        families_table(args.size, args.reps, names, only, clock)
+        print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+        return
     if args.batches:
         batches(args.reps)
         print(f"load average after: {os.getloadavg()[0]:.2f}")

@@ -9,7 +9,11 @@ the part it cannot reproduce (never a silently different encoding):
   nothing for it; counting never needs it. A file is accepted only when BPE by rank provably
   makes the merges the list makes: every token's split found by BPE on its own bytes must be
   the first merge of the list that forms it (README, "How it works"); ``ignore_merges``
-  (a piece that is a whole vocab token is that token) is honoured.
+  (a piece that is a whole vocab token is that token) is honoured. A file converted from a
+  tiktoken rank file (Llama 3's: ``ignore_merges``, every split of every token listed, token by
+  token in id order) is read as BPE by rank with the ids as ranks (``_rank_file``), which also
+  takes tokens ranked before their parts and tokens BPE never forms: the
+  whole-piece encoding, compiled, every exact operation.
 - normalizers NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence of them;
 - pre-tokenizers Split (every ``behavior``, ``invert``), Digits, Punctuation, ByteLevel
   (``add_prefix_space``, ``use_regex``) and a Sequence of any number of them, each stage
@@ -61,7 +65,7 @@ the slower exact path, from the definitions:
 - interval counts: each queried slice is counted (answers memoized);
 - appending and prepending counters: each push recounts the text (quadratic in the stream);
 - the chunker: its interval-counter queries, so about one count of each chunk per query.
-Llama 3's whole-piece encoding (``bpecore.llama``) inherits these (its pattern is one stage).
+Llama 3's whole-piece encoding (``WholePieceEncoding``, below) inherits these (its pattern is one stage).
 """
 
 from __future__ import annotations
@@ -1122,6 +1126,63 @@ def _model(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int], bool, bytes
         if data is not None and data not in order:  # not byte-level: no piece can spell it
             whole[data] = tid
     return core, whole, _flag(model, "ignore_merges", False, source), bytes(missing)
+
+
+def _rank_file(doc: dict, source: str) -> tuple[Vocab, dict[bytes, int]] | None:
+    """(Vocab, whole-piece tokens) of a file converted from a tiktoken rank file (Llama 3's), or
+    None when the file is not laid out as one.
+
+    Such a file (``ignore_merges``; transformers' tiktoken converter) lists, token by token in
+    id order, every split of the token into two vocab tokens, sorted by the parts' ids. The merge
+    list then gives each pair the priority (id of the token it forms, its place among that
+    token's splits), and BPE by rank gives it (id of the token, its position in the piece): the
+    two differ only in which of two different splits of one token, both present at once, goes
+    first. That is checked here (strictly increasing (token, left, right) ids along the list,
+    every split present) and on the text side by tests (tests/bpecore/test_hf_llama3.py: the
+    pieces that put two splits of one token side by side, every corpus, hypothesis text, all
+    equal to `tokenizers`). The ranks are then the ids, which Llama 3 orders out of merge order
+    (81 tokens before a part) and with 588 tokens BPE never forms: ``_reranked``
+    moves the first after their parts and puts the others in a whole-piece table, as for Meta's
+    ``tokenizer.model``. ~2.5 s for Llama 3's 280,147 merges (docs/perf/hf.md)."""
+    model = doc["model"]
+    vocab, merges = model.get("vocab"), model.get("merges")
+    if model.get("ignore_merges") is not True or not isinstance(vocab, dict):
+        return None
+    if not isinstance(merges, list) or len(set(vocab.values())) != len(vocab):
+        return None
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    table = {ord(c): b for c, b in byte_of.items()}
+    table.update({c: 0xFFFF for c in range(256) if c not in table})  # fails the Latin-1 encode
+    ranks: dict[bytes, int] = {}
+    for token, tid in vocab.items():
+        if type(tid) is not int or tid < 0:
+            return None
+        try:
+            ranks[token.translate(table).encode("latin-1")] = tid
+        except UnicodeEncodeError:
+            return None
+    if len(ranks) != len(vocab) or any(bytes([b]) not in ranks for b in range(256)):
+        return None
+    listed: set[tuple[int, int]] = set()
+    last = (-1, -1, -1)
+    for merge in merges:
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if not isinstance(parts, list) or len(parts) != 2:
+            return None
+        left, right = parts
+        key = (vocab.get(left + right), vocab.get(left), vocab.get(right))
+        if None in key or key <= last:
+            return None
+        last = key
+        listed.add(key[1:])
+    for data in ranks:
+        for k in range(1, len(data)):
+            a = ranks.get(data[:k])
+            if a is not None:
+                b = ranks.get(data[k:])
+                if b is not None and (a, b) not in listed:
+                    return None
+    return _reranked(ranks, source)
 
 
 def _possible(missing: bytes) -> bytes:
@@ -2312,6 +2373,9 @@ def _from_bytes(data: bytes, name: str, source: str) -> Encoding:
 
 
 def _build(doc: dict, name: str, source: str) -> Encoding:
+    ranked = _rank_file_encoding(doc, name, source)
+    if ranked is not None:
+        return ranked
     vocab, whole, ignore_merges, missing = _model(doc, source)
     added_list = doc.get("added_tokens") or []
     if not isinstance(added_list, list):
@@ -2355,3 +2419,203 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
         pattern=pattern,
         missing=missing,
     )
+
+
+def _rank_file_encoding(doc: dict, name: str, source: str) -> Encoding | None:
+    """A rank file's conversion (``_rank_file``) with one regex, no normalizer and only special
+    added tokens without flags: the whole-piece encoding of Meta's file (compiled count and
+    encode, every exact operation), the file's ids kept. None for any other file."""
+    pattern = _single_pattern(doc.get("pre_tokenizer"))
+    added_list = doc.get("added_tokens") or []
+    if (
+        pattern is None
+        or doc.get("normalizer") is not None
+        or not isinstance(added_list, list)
+        or doc["model"].get("ignore_merges") is not True
+    ):
+        return None
+    added = [_Added(a, source) for a in added_list]
+    if not all(a.special and not (a.lstrip or a.rstrip or a.single_word) for a in added):
+        return None
+    ranked = _rank_file(doc, source)
+    if ranked is None:
+        return None
+    vocab, whole = ranked
+    for a in added:
+        if vocab.index_of(a.id) >= 0:
+            raise VocabError(f"{source}: added token {a.content!r} reuses id {a.id} of a BPE token")
+    try:
+        return _whole_piece_encoding(name, vocab, pattern, {a.content: a.id for a in added}, whole)
+    except ValueError as e:
+        raise VocabError(f"{source}: {e}") from e
+
+
+# ---------------------------------------------------------------------------------- rank files
+# Llama 3's ranks (Meta's tokenizer.model through bpecore.llama, its tokenizer.json through
+# ``_rank_file``, its GGUF through bpecore.gguf): reordered into merge order, whole-piece tokens.
+def _bpe_last_merge(data: bytes, ranks: dict[bytes, float]) -> tuple[bytes, bytes] | None:
+    """The last merge of tiktoken's BPE of ``data`` alone by ``ranks``; None if it is not one token."""
+    parts = [data[i : i + 1] for i in range(len(data))]
+    last = None
+    while len(parts) > 1:
+        best = None
+        for i in range(len(parts) - 1):
+            r = ranks.get(parts[i] + parts[i + 1])
+            if r is not None and (best is None or r < best[0]):
+                best = (r, i)
+        if best is None:
+            return None
+        i = best[1]
+        last = (parts[i], parts[i + 1])
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    return last
+
+
+def _reranked(ranks: dict[bytes, int], source: str) -> tuple[Vocab, dict[bytes, int]]:
+    """(Vocab, whole-piece tokens) of a rank file whose ranks do not follow merge order.
+
+    Llama 3's file appends 28,000 tokens to cl100k's, 81 of them ranked before a token they
+    are merged from (``b".:.:"`` at 100,421 from ``b".:."``) and 588 that BPE never forms from
+    their bytes, which tiktoken yields only when a whole piece is that token. The core needs
+    every token after its parts: each moves to just after its later part (ties keep the file's
+    order, repeated until BPE in the new order agrees) with the file's ids kept through the id
+    map; unformable tokens go to a whole-piece table, as tiktoken's lookup does. Exactness is
+    checked against tiktoken on the file in tests/bpecore/test_llama.py.
+    """
+    key: dict[bytes, float] = {t: float(r) for t, r in ranks.items()}
+    check = [t for t in ranks if len(t) > 1]  # first pass: every token
+    for _ in range(16):
+        moved: list[bytes] = []
+        order = sorted(ranks, key=key.__getitem__)
+        current: dict[bytes, float] = {t: float(i) for i, t in enumerate(order)}
+        for token in check:
+            last = _bpe_last_merge(token, current)
+            if last is None:
+                continue
+            later = max(key[last[0]], key[last[1]])
+            if later >= key[token]:
+                key[token] = later + 0.5 + ranks[token] / (4.0 * len(ranks))
+                moved.append(token)
+        if not moved:
+            break
+        # A token's BPE reads only the ranks of its substrings: recheck those holding a moved one.
+        holds = re.compile(b"|".join(map(re.escape, moved)))
+        check = [t for t in ranks if len(t) > 1 and holds.search(t)]
+    else:
+        raise VocabError(f"{source}: no merge order reproduces the file's BPE")
+    order = sorted(ranks, key=key.__getitem__)
+    try:
+        vocab = Vocab({t: i for i, t in enumerate(order)})
+        vocab._assign_ids([ranks[t] for t in order])
+    except ValueError as e:
+        raise VocabError(f"{source}: {e}") from e
+    whole = {t: ranks[t] for i, t in enumerate(order) if not vocab.is_reachable(i)}
+    return vocab, whole
+
+
+class WholePieceEncoding(Encoding):
+    """An ``Encoding`` whose vocab has tokens BPE never forms, found as whole pieces in the core
+    (``Vocab.enable_whole_pieces``, as tiktoken looks a piece up before BPE): count, encode,
+    count_till_limit and the batch calls are compiled and exact.
+
+    The horizon tables count a piece's prefixes and suffixes by BPE alone, so they are exact only
+    where no piece can spell a whole-piece token: on a text in which none of those tokens occurs
+    (one search), ``split_at``, ``split_at_end`` and ``interval_counter`` run compiled; otherwise
+    ``split_at`` / ``split_at_end`` take the pipeline encodings' one pass over the pattern's
+    pieces (``hf.longest_prefix_by_horizon``) and interval counts count each queried slice,
+    slower and as exact. The streaming counters recount the text per push.
+    """
+
+    _whole_rx: re.Pattern[bytes] | None = None
+
+    def _spells_whole(self, text: str) -> bool:
+        """Whether a whole-piece-only token occurs anywhere in ``text`` (so some piece of ``text``
+        or of one of its slices may be that token)."""
+        return (
+            self._whole_rx is not None and self._whole_rx.search(text.encode("utf-8")) is not None
+        )
+
+    def _byte_window(self, chars, n: int) -> int:
+        """How many of ``chars`` fit in ``n`` tokens' worth of bytes (a token covers at most
+        ``max_token_len`` of them), so no longer prefix can count ``n`` or fewer."""
+        cap, used = n * self._vocab.max_token_len, 0
+        for k, char in enumerate(chars):
+            used += len(char.encode("utf-8"))
+            if used > cap:
+                return k
+        return len(chars)
+
+    def split_at(self, text: str, n: int) -> int:
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        text = _valid(text)
+        window = text[: self._byte_window(text, n)]
+        if not self._spells_whole(window):
+            return super().split_at(window, n)
+        return longest_prefix_by_horizon([self._stage()], window, n, self._count_from)
+
+    def _stage(self):
+        """The pattern as a pipeline stage (one Isolated split), for the horizon ``split_at``."""
+        stage = self.__dict__.get("_split_stage")
+        if stage is None:
+            stage = self.__dict__["_split_stage"] = _split_stage(
+                regex.compile(self.pattern), "Isolated", False
+            )
+        return stage
+
+    def _count_from(self, first: int, text: str, limit: int) -> int | None:
+        """``text`` counted through the pattern (``first`` 0) or as one piece (1), None once
+        past ``limit``: a whole-piece token is looked up before BPE in both."""
+        if first == 0:
+            return self.count_till_limit(text, limit)
+        core = self.__dict__.get("_piece_core")
+        if core is None:
+            core = self.__dict__["_piece_core"] = BacktrackEncoder(self._vocab, None)
+        return core.count_till_limit(text, limit)
+
+    def split_at_end(self, text: str, n: int) -> int:
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        text = _valid(text)
+        start = len(text) - self._byte_window(text[::-1], n)
+        window = text[start:]
+        if not self._spells_whole(window):
+            return start + super().split_at_end(window, n)
+        k = shortest_suffix_by_horizon([self._stage()], text, start, n, self._count_from)
+        return shortest_suffix_within(self, text, start, n) if k is None else k
+
+    def interval_counter(self, text: str, *, piece_tables: bool = True):
+        text = _valid(text)
+        if not self._spells_whole(text):
+            return super().interval_counter(text, piece_tables=piece_tables)
+        return _SliceCounter(self, text, piece_tables)
+
+    def appendable_counter(self):
+        return _RecountingCounter(self)
+
+    def prependable_counter(self):
+        return _PrependCounter(self)
+
+    def _refuse(self, op: str):
+        raise NotImplementedError(
+            f"{op} is not available for {self.name!r}: its vocab has tokens BPE never forms "
+            "(a piece that spells one is that token), which a rank file cannot say"
+        )
+
+    def save_tiktoken(self, path) -> str:
+        self._refuse("save_tiktoken")
+
+    def save_hf(self, path) -> str:
+        self._refuse("save_hf")
+
+
+def _whole_piece_encoding(
+    name: str, vocab: Vocab, pattern: str, specials: dict[str, int], whole: dict[bytes, int]
+) -> Encoding:
+    """The encoding of a reranked file: its unreachable tokens entered as whole pieces."""
+    vocab.enable_whole_pieces()
+    enc = WholePieceEncoding(name, None, pattern, specials, vocab=vocab)
+    if whole:
+        longest_first = sorted(whole, key=len, reverse=True)
+        enc._whole_rx = re.compile(b"|".join(map(re.escape, longest_first)))
+    return enc
