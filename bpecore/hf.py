@@ -1657,8 +1657,172 @@ def _resplit(stage, text: str, spans: Iterator[tuple[int, int]]) -> Iterator[tup
                 yield s + a, s + b
 
 
+class RunBound:
+    """A lower bound on the token count of any slice of ``text`` under ``vocab``, from its runs of
+    one character: what lets ``split_at`` and ``split_at_end`` pass over the candidates inside a
+    long run without counting them (each would cost a count of ``n`` tokens: quadratic in the
+    run).
+
+    Every encoding of a slice is a sequence of tokens spelling its bytes, vocab tokens and the
+    added tokens' texts (no normalizer change, no dropped byte, no whole-piece token, no added
+    token that strips the whitespace around it: the callers check). A token lying inside a run
+    of a character ``c`` spells a substring of ``c``'s bytes repeated, so it is at most ``L(c)``
+    bytes long, the longest such token of the vocab; at most one token crosses each end of the
+    run inside the slice, covering at most ``max_token_len`` of its bytes, and an end of the run
+    that is an end of the slice has none. So a run part of ``b`` bytes needs at least
+    ``ceil((b - crossings * max_token_len) / L(c))`` tokens of its own, and the slice at least the
+    sum over its first and last run parts (the tokens inside two runs are distinct).
+    On the real vocabularies the bound is the count on runs of a letter, spaces, a digit or one
+    CJK character (``test_hf.py``), so the first candidate it lets through fits.
+    """
+
+    def __init__(
+        self, vocab: Vocab, text: str, memo: dict[str, int], added: Sequence[bytes] = ()
+    ) -> None:
+        self._vocab, self._text, self._memo, self._added = vocab, text, memo, added
+        self._max = max([vocab.max_token_len, *map(len, added)])
+        starts, ends = [], []
+        for m in _RUNS.finditer(text):
+            starts.append(m.start())
+            ends.append(m.end())
+        self._starts, self._ends = starts, ends
+
+    def _longest(self, char: str) -> int:
+        """``L(char)``: the longest token spelling a substring of ``char``'s bytes repeated."""
+        found = self._memo.get(char)
+        if found is None:
+            data = char.encode("utf-8", "surrogatepass")
+            turns = [data[r:] + data[:r] for r in range(len(data))]
+            found = 0
+            for size in range(self._vocab.max_token_len, 0, -1):
+                if any(
+                    self._vocab.lookup((t * (size // len(data) + 2))[:size]) >= 0 for t in turns
+                ):
+                    found = size
+                    break
+            for token in self._added:  # an added token's text is a token too
+                if len(token) > found and any(
+                    token == (t * (len(token) // len(data) + 2))[: len(token)] for t in turns
+                ):
+                    found = len(token)
+            self._memo[char] = found
+        return found
+
+    def _run(self, p: int) -> int:
+        """The index of the run (of two or more characters) holding position ``p``, or -1."""
+        r = bisect.bisect_right(self._starts, p) - 1
+        return r if r >= 0 and p < self._ends[r] else -1
+
+    def _part(self, a: int, b: int, crossings: int) -> int:
+        longest = self._longest(self._text[a])
+        if not longest:
+            return 0
+        size = (b - a) * len(self._text[a].encode("utf-8", "surrogatepass"))
+        return max(0, -(-(size - crossings * self._max) // longest))
+
+    def lower(self, i: int, j: int) -> int:
+        """At most the token count of ``text[i:j]``."""
+        if j - i < 2:
+            return 0
+        first, last = self._run(i), self._run(j - 1)
+        if first >= 0 and first == last:
+            return self._part(i, j, 0)
+        total = 0
+        if first >= 0:
+            total += self._part(i, self._ends[first], 1)
+        if last >= 0:
+            total += self._part(max(self._starts[last], i), j, 1)
+        return total
+
+    def _fixed(self, r: int, a: int, b: int) -> int:
+        """The part of run ``r`` inside ``text[a:b]`` (one crossing), 0 for no run."""
+        if r < 0:
+            return 0
+        return self._part(max(self._starts[r], a), min(self._ends[r], b), 1)
+
+    def _fit(self, char: str, room: int, crossings: int) -> int:
+        """The most characters of a run of ``char`` whose part is at most ``room`` tokens."""
+        longest = self._longest(char)
+        if not longest:
+            return len(self._text)
+        return (room * longest + crossings * self._max) // len(
+            char.encode("utf-8", "surrogatepass")
+        )
+
+    def prev_prefix(self, j: int, n: int) -> int:
+        """With ``lower(0, j) > n``: the next end (below ``j``) of a prefix whose bound may be at
+        most ``n``. Inside the run ending the prefix the bound only falls as the end moves left,
+        the other run's part staying, so the end jumps to where the run's part fits."""
+        r = self._run(j - 1)
+        if r < 0:
+            return j - 1
+        rs = self._starts[r]
+        char = self._text[rs]
+        if rs == 0:
+            return max(0, min(j - 1, self._fit(char, n, 0)))
+        room = n - self._fixed(self._run(0), 0, rs)
+        if room < 0:
+            return rs
+        return max(rs, min(j - 1, rs + self._fit(char, room, 1)))
+
+    def next_suffix(self, i: int, n: int) -> int:
+        """With ``lower(i, len(text)) > n``: the next start (after ``i``) of a suffix whose bound
+        may be at most ``n`` (the mirror of ``prev_prefix``)."""
+        r = self._run(i)
+        if r < 0:
+            return i + 1
+        size, re_ = len(self._text), self._ends[r]
+        char = self._text[i]
+        if re_ == size:
+            return min(size, max(i + 1, size - self._fit(char, n, 0)))
+        room = n - self._fixed(self._run(size - 1), re_, size)
+        if room < 0:
+            return re_
+        return min(re_, max(i + 1, re_ - self._fit(char, room, 1)))
+
+    def fits_prefix(self, enc: Encoding, n: int) -> tuple[int | None, int]:
+        """(the longest prefix ``k`` with ``count <= n``, or None) and the end below which the
+        answer lies when None: the prefixes the bound proves too long are passed over and the
+        first few it lets through counted (in a run from the start, the first fits)."""
+        j, tries = len(self._text), 0
+        while j > 0 and tries < 4:
+            low = self.lower(0, j)
+            if low == 0:
+                break
+            if low > n:
+                j = self.prev_prefix(j, n)
+                continue
+            if enc.count_till_limit(self._text[:j], n) is not None:
+                return j, j
+            tries, j = tries + 1, j - 1
+        return (0, 0) if j == 0 else (None, j)
+
+    def fits_suffix(self, enc: Encoding, n: int) -> tuple[int | None, int]:
+        """The mirror of ``fits_prefix``: (the smallest start ``k`` with ``count(text[k:]) <= n``,
+        or None) and the start from which the answer lies when None."""
+        i, tries, size = 0, 0, len(self._text)
+        while i < size and tries < 4:
+            low = self.lower(i, size)
+            if low == 0:
+                break
+            if low > n:
+                i = self.next_suffix(i, n)
+                continue
+            if enc.count_till_limit(self._text[i:], n) is not None:
+                return i, i
+            tries, i = tries + 1, i + 1
+        return (size, size) if i >= size else (None, i)
+
+
+_RUNS = re.compile(r"(.)\1+", re.S)
+
+
 def longest_prefix_by_horizon(
-    stages: list, text: str, n: int, count_from: Callable[[int, str, int], int | None]
+    stages: list,
+    text: str,
+    n: int,
+    count_from: Callable[[int, str, int], int | None],
+    bound: RunBound | None = None,
 ) -> int:
     """The largest ``k`` with ``count(text[:k]) <= n`` for a pipeline of ``stages`` then BPE, in
     one pass (README, "Open models: which path"). ``count_from(i, t, limit)`` counts ``t``
@@ -1671,7 +1835,8 @@ def longest_prefix_by_horizon(
     pieces before the last such ``a``) plus the count of ``text[a:k]`` through the scan and the
     later stages. ``F`` only grows with ``k``: once it passes ``n`` no longer prefix fits, and
     the prefixes below that point are counted from the longest down, each from its last
-    boundary (about a piece or two of work each).
+    boundary (about a piece or two of work each), but those ``bound`` (a ``RunBound`` of
+    ``text``) proves too long: inside a long run the boundary stays at the run's start.
     """
     first = 0
     while first < len(stages) and _is_cut(stages[first], True):
@@ -1706,7 +1871,10 @@ def longest_prefix_by_horizon(
             j -= 1
         if j < 0:
             return k  # no kept piece starts before k: nothing to count
-        if count_from(first, text[starts[j] : min(k, ends[j])], n - before[j]) is not None:
+        end = min(k, ends[j])
+        if bound is not None and before[j] + bound.lower(starts[j], end) > n:
+            continue  # more than n tokens whatever the pieces (``RunBound``)
+        if count_from(first, text[starts[j] : end], n - before[j]) is not None:
             return k
     return 0
 
@@ -2228,11 +2396,17 @@ class HFEncoding(Encoding):
                     stop = k
                     break
         window = text[:stop]
+        bound = self._run_bound(window)
+        if bound is not None:
+            found, stop = bound.fits_prefix(self, n)
+            if found is not None:
+                return found
+            window = window[:stop]  # no longer prefix fits
         plain = self._plain()
         if plain is not None and plain._core.kind != _PAT_REGEX and self._left_alone(window):
             return plain.split_at(window, n)
         if self._as_stages(window):
-            return longest_prefix_by_horizon(self._stages, window, n, self._count_from)
+            return longest_prefix_by_horizon(self._stages, window, n, self._count_from, bound)
         return longest_prefix_within(self, window, n)
 
     def split_at_end(self, text: str, n: int) -> int:
@@ -2255,6 +2429,13 @@ class HFEncoding(Encoding):
                     start = k + 1
                     break
         window = text[start:]
+        bound = self._run_bound(window)
+        if bound is not None:
+            found, skip = bound.fits_suffix(self, n)
+            if found is not None:
+                return start + found
+            start += skip  # no suffix starting before fits
+            window = text[start:]
         plain = self._plain()
         if plain is not None and plain._core.kind != _PAT_REGEX and self._left_alone(window):
             return start + plain.split_at_end(window, n)
@@ -2263,6 +2444,28 @@ class HFEncoding(Encoding):
             if k is not None:
                 return k
         return shortest_suffix_within(self, text, start, n)
+
+    def _run_bound(self, window: str) -> RunBound | None:
+        """The ``RunBound`` of a text whose encodings spell its own bytes in vocab and added
+        tokens: None when the normalizer may change a slice of it, a byte of it is dropped, an
+        added token strips whitespace, or a piece may be one whole token the vocab does not
+        hold (``ignore_merges``)."""
+        if self._whole or self._strips:
+            return None
+        if self._dropping is not None and self._dropping.search(window) is not None:
+            return None
+        norm = self._normalizer
+        if norm is not None and (
+            norm.forms is None
+            or not (window.isascii() or _not_inert(norm.forms).search(window) is None)
+        ):
+            return None
+        added = self.__dict__.get("_added_bytes")
+        if added is None:
+            texts = [*self._raw.by_text, *self._normed.by_text, *self._added_ids]
+            added = self.__dict__["_added_bytes"] = sorted({t.encode("utf-8") for t in texts})
+        memo = self.__dict__.setdefault("_run_longest", {})
+        return RunBound(self._vocab, window, memo, added)
 
     def interval_counter(self, text: str, *, piece_tables: bool = True):
         """Counter of ``count(text[i:j])``: the compiled ``IntervalCounter`` of the plain encoding
