@@ -82,7 +82,6 @@ from bpecore.backtrack import BacktrackEncoder
 from bpecore.batch import count_long as _count_long
 from bpecore.batch import encode_long as _encode_long
 from bpecore.encoding import Encoding, _rebuild_counter, _RecountingCounter, _valid
-from bpecore.gguf import _DEEPSEEK_LLM_LETTERS
 from bpecore.load import VocabError, bytes_to_unicode, read_file
 from bpecore.patterns import BYTELEVEL_PATTERN
 from bpecore.prefix import KIND_REGEX as _PAT_REGEX
@@ -566,6 +565,25 @@ _DEEPSEEK_CODER_PATTERN = _deepseek_coder_pattern(r"\p{N}")
 #: and llama.cpp's GGUF rebuild of it): `tokenizers`' numeric class instead of ``\p{N}``.
 _DEEPSEEK_CODER_DIGITS_PATTERN = _deepseek_coder_pattern(_DIGIT_SET)
 
+
+#: DeepSeek LLM's letters: Latin, Greek, Cyrillic, Armenian, Georgian, Cherokee, Glagolitic,
+#: Coptic, ... as one class of ranges (its file's, character for character; ``gguf`` has the
+#: same, ``test_hf.py`` checks).
+_DEEPSEEK_LLM_LETTERS = (
+    "A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af"
+    "\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1"
+    "\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5"
+    "\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77\u1d79-\u1d9a"
+    "\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d"
+    "\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3"
+    "\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115"
+    "\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139\u213c-\u213f"
+    "\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3"
+    "\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf"
+    "\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f"
+    "\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2"
+    "\U000118a0-\U000118df\U0001e900-\U0001e943"
+)
 
 #: DeepSeek LLM's chain, as its file spells it (then Digits one by one, then the bytes): line
 #: breaks; a letter run of its scripts (``_DEEPSEEK_LLM_LETTERS``) with one whitespace character
