@@ -570,6 +570,138 @@ _DEEPSEEK_CODER_PATTERN = _deepseek_coder_pattern(r"\p{N}")
 _DEEPSEEK_CODER_DIGITS_PATTERN = _deepseek_coder_pattern(_DIGIT_SET)
 
 
+#: DeepSeek LLM's letters: Latin, Greek, Cyrillic, Armenian, Georgian, Cherokee, Glagolitic,
+#: Coptic, ... as one class of ranges (its file's, character for character; ``gguf`` has the
+#: same, ``test_hf.py`` checks).
+_DEEPSEEK_LLM_LETTERS = (
+    "A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af"
+    "\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1"
+    "\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5"
+    "\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77\u1d79-\u1d9a"
+    "\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d"
+    "\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3"
+    "\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115"
+    "\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139\u213c-\u213f"
+    "\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3"
+    "\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf"
+    "\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f"
+    "\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2"
+    "\U000118a0-\U000118df\U0001e900-\U0001e943"
+)
+
+#: DeepSeek LLM's chain, as its file spells it (then Digits one by one, then the bytes): line
+#: breaks; a letter run of its scripts (``_DEEPSEEK_LLM_LETTERS``) with one whitespace character
+#: before it; a run of its punctuation (ASCII's printable characters but digits, which takes in
+#: ASCII letters too, fullwidth forms, curly quotes, U+3000-U+3002) likewise; a whitespace run
+#: that ends its piece; runs of DeepSeek-Coder's CJK range; each Isolated.
+_DEEPSEEK_LLM_STAGES = (
+    r"[\r\n]",
+    f"\\s?[{_DEEPSEEK_LLM_LETTERS}]+",
+    "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
+    r"\s+$",
+    "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+",
+)
+
+
+def _ranges(body: str) -> list[tuple[int, int]]:
+    """The code point ranges of a character class body of characters and ``a-b`` ranges."""
+    out, i = [], 0
+    while i < len(body):
+        if body[i + 1 : i + 2] == "-" and i + 2 < len(body):
+            out.append((ord(body[i]), ord(body[i + 2])))
+            i += 3
+        else:
+            out.append((ord(body[i]), ord(body[i])))
+            i += 1
+    return out
+
+
+def _and(ranges: list[tuple[int, int]], other: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    return sorted(
+        (max(a, s), min(b, e)) for a, b in ranges for s, e in other if max(a, s) <= min(b, e)
+    )
+
+
+def _but(ranges: list[tuple[int, int]], cut: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    for a, b in ranges:
+        for s, e in sorted(cut):
+            if s <= b and e >= a:
+                if s > a:
+                    out.append((a, s - 1))
+                a = e + 1
+        if a <= b:
+            out.append((a, b))
+    return out
+
+
+def _spell(ranges: list[tuple[int, int]]) -> str:
+    return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in sorted(ranges))
+
+
+def _deepseek_llm_pattern() -> str:
+    r"""The one regex that cuts as DeepSeek LLM's chain does (``test_hf.py`` checks its pieces
+    against `tokenizers`' on every corpus and on hypothesis text where the classes meet).
+
+    Classes: L its letters, P its punctuation, A = L & P (ASCII and fullwidth letters), Q = P - A,
+    C the CJK range (it holds letters of L, the quotes and U+3000-U+3002 of Q, whitespace such
+    as U+2003 and U+3000, digits), D `tokenizers`' digits; U+3000 is whitespace and in Q.
+    The letter stage takes ``s?L+`` (s: one whitespace character) and leaves gaps without
+    letters; the punctuation stage re-cuts a letter piece into its A runs and its L - A runs,
+    s going with the first run (alone when it is U+3000 before L - A), and a gap into ``s?Q+``
+    and the rest; the ``\s+$`` stage cuts off a piece's trailing whitespace: the U+3000 run
+    ending a Q piece, the whitespace ending a gap (so a gap is the part up to its last
+    non-whitespace character, W, then the whitespace after it). The last two stages cut every
+    piece where C starts or stops and around each digit: every alternative below is one class
+    of one side of C, without digits, and a digit is a piece alone. Whitespace belongs to the
+    piece of the letter or Q run right after it (U+3000 directly before a letter is the
+    letter stage's), else to the gap: gap whitespace (``gap``) is followed by neither; gap
+    whitespace of one side of C is in W (with the characters of its side before it) while
+    some other character of the gap follows it (``(?=gap*+O)``), else alone. Each
+    alternative starts on characters no other takes at that point, save whitespace, whose
+    alternatives are in the chain's order; the commonest go first and whitespace-only gap
+    runs before the gap runs that start with whitespace (``finditer`` 31 -> 18 ms per 200 KB).
+    """
+    cjk = _ranges("\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff")
+    punct = _ranges("!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002")
+    letters = _ranges(_DEEPSEEK_LLM_LETTERS)
+    both = _and(letters, punct)  # A
+    q_out = _spell(_but(_but(punct, letters), cjk))  # Q outside C
+    q_in = _spell(_but(_and(punct, cjk), [(0x3000, 0x3000)]))  # Q inside C, but U+3000
+    letter = f"[{_DEEPSEEK_LLM_LETTERS}]"
+    ws_out = r"[\t\x0b\x0c \x85\xa0]"  # whitespace outside C, but line breaks
+    ws_in = r"[\u1680\u2000-\u200a\u2028\u2029\u202f\u205f]"  # and inside, but U+3000
+    ws = r"[^\S\r\n]"
+    q_gap = f"(?:[{q_out}{q_in}]|\u3000(?!{letter}))"  # starts a Q piece of a gap
+    gap_out = f"(?:{ws_out}(?!{letter}|{q_gap}))"
+    gap_in = f"(?:{ws_in}(?!{letter}|{q_gap}))"
+    gap = f"(?:[^\\S\\r\\n\u3000](?!{letter}|{q_gap}))"
+    other = f"[^{_DEEPSEEK_LLM_LETTERS}{_spell(punct)}\\s]"
+    other_out = f"[^{_DEEPSEEK_LLM_LETTERS}{_spell(punct)}\\s{_spell(cjk)}{_DIGIT_SET}]"
+    other_in = f"(?![{_DEEPSEEK_LLM_LETTERS}{_spell(punct)}\\s{_DIGIT_SET}])[{_spell(cjk)}]"
+    return "|".join(
+        [
+            f"{ws_out}?[{_spell(both)}]+",
+            f"{ws_out}?[{q_out}]+",
+            _DIGIT,
+            r"[\r\n]",
+            f"{gap_out}++(?!{other_out})",
+            f"{ws_out}?[{_spell(_but(_but(letters, punct), cjk))}]+",
+            f"{ws_in}?[{_spell(_and(letters, cjk))}]+",
+            f"{ws}(?={letter})",
+            f"{ws_in}?(?:(?:\u3000*[{q_in}])+(?:\u3000+(?=[{q_out}]))?|\u3000+(?=[{q_out}]))",
+            f"{ws_in}?(?:\u3000(?!{letter}))+",
+            f"{ws}(?={q_gap})",
+            f"(?:{gap_out}*+{other_out})+(?:{gap_out}++(?={gap}*+{other}))?",
+            f"{gap_in}++(?!{other_in})",
+            f"(?:{gap_in}*+{other_in})+(?:{gap_in}++(?={gap}*+{other}))?",
+        ]
+    )
+
+
+_DEEPSEEK_LLM_PATTERN = _deepseek_llm_pattern()
+
+
 #: Falcon's chain: Punctuation (Contiguous), ByteLevel with GPT-2's regex, Digits (runs), then a
 #: Split isolating groups of three ASCII digits. Its stage configs, as its file spells them:
 _FALCON_STAGES = (
@@ -679,6 +811,8 @@ def _single_pattern(pre: Any) -> str | None:
     patterns = tuple(split["pattern"]["Regex"] for split in splits)
     spelled = tuple(p.replace("\r", r"\r").replace("\n", r"\n") for p in patterns)
     if digits:
+        if spelled == _DEEPSEEK_LLM_STAGES:
+            return _DEEPSEEK_LLM_PATTERN
         return _DEEPSEEK_CODER_DIGITS_PATTERN if spelled == _DEEPSEEK_CODER_STAGES[:4] else None
     if len(patterns) == 1:
         return patterns[0]
@@ -1607,8 +1741,172 @@ def _resplit(stage, text: str, spans: Iterator[tuple[int, int]]) -> Iterator[tup
                 yield s + a, s + b
 
 
+class RunBound:
+    """A lower bound on the token count of any slice of ``text`` under ``vocab``, from its runs of
+    one character: what lets ``split_at`` and ``split_at_end`` pass over the candidates inside a
+    long run without counting them (each would cost a count of ``n`` tokens: quadratic in the
+    run).
+
+    Every encoding of a slice is a sequence of tokens spelling its bytes, vocab tokens and the
+    added tokens' texts (no normalizer change, no dropped byte, no whole-piece token, no added
+    token that strips the whitespace around it: the callers check). A token lying inside a run
+    of a character ``c`` spells a substring of ``c``'s bytes repeated, so it is at most ``L(c)``
+    bytes long, the longest such token of the vocab; at most one token crosses each end of the
+    run inside the slice, covering at most ``max_token_len`` of its bytes, and an end of the run
+    that is an end of the slice has none. So a run part of ``b`` bytes needs at least
+    ``ceil((b - crossings * max_token_len) / L(c))`` tokens of its own, and the slice at least the
+    sum over its first and last run parts (the tokens inside two runs are distinct).
+    On the real vocabularies the bound is the count on runs of a letter, spaces, a digit or one
+    CJK character (``test_hf.py``), so the first candidate it lets through fits.
+    """
+
+    def __init__(
+        self, vocab: Vocab, text: str, memo: dict[str, int], added: Sequence[bytes] = ()
+    ) -> None:
+        self._vocab, self._text, self._memo, self._added = vocab, text, memo, added
+        self._max = max([vocab.max_token_len, *map(len, added)])
+        starts, ends = [], []
+        for m in _RUNS.finditer(text):
+            starts.append(m.start())
+            ends.append(m.end())
+        self._starts, self._ends = starts, ends
+
+    def _longest(self, char: str) -> int:
+        """``L(char)``: the longest token spelling a substring of ``char``'s bytes repeated."""
+        found = self._memo.get(char)
+        if found is None:
+            data = char.encode("utf-8", "surrogatepass")
+            turns = [data[r:] + data[:r] for r in range(len(data))]
+            found = 0
+            for size in range(self._vocab.max_token_len, 0, -1):
+                if any(
+                    self._vocab.lookup((t * (size // len(data) + 2))[:size]) >= 0 for t in turns
+                ):
+                    found = size
+                    break
+            for token in self._added:  # an added token's text is a token too
+                if len(token) > found and any(
+                    token == (t * (len(token) // len(data) + 2))[: len(token)] for t in turns
+                ):
+                    found = len(token)
+            self._memo[char] = found
+        return found
+
+    def _run(self, p: int) -> int:
+        """The index of the run (of two or more characters) holding position ``p``, or -1."""
+        r = bisect.bisect_right(self._starts, p) - 1
+        return r if r >= 0 and p < self._ends[r] else -1
+
+    def _part(self, a: int, b: int, crossings: int) -> int:
+        longest = self._longest(self._text[a])
+        if not longest:
+            return 0
+        size = (b - a) * len(self._text[a].encode("utf-8", "surrogatepass"))
+        return max(0, -(-(size - crossings * self._max) // longest))
+
+    def lower(self, i: int, j: int) -> int:
+        """At most the token count of ``text[i:j]``."""
+        if j - i < 2:
+            return 0
+        first, last = self._run(i), self._run(j - 1)
+        if first >= 0 and first == last:
+            return self._part(i, j, 0)
+        total = 0
+        if first >= 0:
+            total += self._part(i, self._ends[first], 1)
+        if last >= 0:
+            total += self._part(max(self._starts[last], i), j, 1)
+        return total
+
+    def _fixed(self, r: int, a: int, b: int) -> int:
+        """The part of run ``r`` inside ``text[a:b]`` (one crossing), 0 for no run."""
+        if r < 0:
+            return 0
+        return self._part(max(self._starts[r], a), min(self._ends[r], b), 1)
+
+    def _fit(self, char: str, room: int, crossings: int) -> int:
+        """The most characters of a run of ``char`` whose part is at most ``room`` tokens."""
+        longest = self._longest(char)
+        if not longest:
+            return len(self._text)
+        return (room * longest + crossings * self._max) // len(
+            char.encode("utf-8", "surrogatepass")
+        )
+
+    def prev_prefix(self, j: int, n: int) -> int:
+        """With ``lower(0, j) > n``: the next end (below ``j``) of a prefix whose bound may be at
+        most ``n``. Inside the run ending the prefix the bound only falls as the end moves left,
+        the other run's part staying, so the end jumps to where the run's part fits."""
+        r = self._run(j - 1)
+        if r < 0:
+            return j - 1
+        rs = self._starts[r]
+        char = self._text[rs]
+        if rs == 0:
+            return max(0, min(j - 1, self._fit(char, n, 0)))
+        room = n - self._fixed(self._run(0), 0, rs)
+        if room < 0:
+            return rs
+        return max(rs, min(j - 1, rs + self._fit(char, room, 1)))
+
+    def next_suffix(self, i: int, n: int) -> int:
+        """With ``lower(i, len(text)) > n``: the next start (after ``i``) of a suffix whose bound
+        may be at most ``n`` (the mirror of ``prev_prefix``)."""
+        r = self._run(i)
+        if r < 0:
+            return i + 1
+        size, re_ = len(self._text), self._ends[r]
+        char = self._text[i]
+        if re_ == size:
+            return min(size, max(i + 1, size - self._fit(char, n, 0)))
+        room = n - self._fixed(self._run(size - 1), re_, size)
+        if room < 0:
+            return re_
+        return min(re_, max(i + 1, re_ - self._fit(char, room, 1)))
+
+    def fits_prefix(self, enc: Encoding, n: int) -> tuple[int | None, int]:
+        """(the longest prefix ``k`` with ``count <= n``, or None) and the end below which the
+        answer lies when None: the prefixes the bound proves too long are passed over and the
+        first few it lets through counted (in a run from the start, the first fits)."""
+        j, tries = len(self._text), 0
+        while j > 0 and tries < 4:
+            low = self.lower(0, j)
+            if low == 0:
+                break
+            if low > n:
+                j = self.prev_prefix(j, n)
+                continue
+            if enc.count_till_limit(self._text[:j], n) is not None:
+                return j, j
+            tries, j = tries + 1, j - 1
+        return (0, 0) if j == 0 else (None, j)
+
+    def fits_suffix(self, enc: Encoding, n: int) -> tuple[int | None, int]:
+        """The mirror of ``fits_prefix``: (the smallest start ``k`` with ``count(text[k:]) <= n``,
+        or None) and the start from which the answer lies when None."""
+        i, tries, size = 0, 0, len(self._text)
+        while i < size and tries < 4:
+            low = self.lower(i, size)
+            if low == 0:
+                break
+            if low > n:
+                i = self.next_suffix(i, n)
+                continue
+            if enc.count_till_limit(self._text[i:], n) is not None:
+                return i, i
+            tries, i = tries + 1, i + 1
+        return (size, size) if i >= size else (None, i)
+
+
+_RUNS = re.compile(r"(.)\1+", re.S)
+
+
 def longest_prefix_by_horizon(
-    stages: list, text: str, n: int, count_from: Callable[[int, str, int], int | None]
+    stages: list,
+    text: str,
+    n: int,
+    count_from: Callable[[int, str, int], int | None],
+    bound: RunBound | None = None,
 ) -> int:
     """The largest ``k`` with ``count(text[:k]) <= n`` for a pipeline of ``stages`` then BPE, in
     one pass (README, "Open models: which path"). ``count_from(i, t, limit)`` counts ``t``
@@ -1621,7 +1919,8 @@ def longest_prefix_by_horizon(
     pieces before the last such ``a``) plus the count of ``text[a:k]`` through the scan and the
     later stages. ``F`` only grows with ``k``: once it passes ``n`` no longer prefix fits, and
     the prefixes below that point are counted from the longest down, each from its last
-    boundary (about a piece or two of work each).
+    boundary (about a piece or two of work each), but those ``bound`` (a ``RunBound`` of
+    ``text``) proves too long: inside a long run the boundary stays at the run's start.
     """
     first = 0
     while first < len(stages) and _is_cut(stages[first], True):
@@ -1656,7 +1955,10 @@ def longest_prefix_by_horizon(
             j -= 1
         if j < 0:
             return k  # no kept piece starts before k: nothing to count
-        if count_from(first, text[starts[j] : min(k, ends[j])], n - before[j]) is not None:
+        end = min(k, ends[j])
+        if bound is not None and before[j] + bound.lower(starts[j], end) > n:
+            continue  # more than n tokens whatever the pieces (``RunBound``)
+        if count_from(first, text[starts[j] : end], n - before[j]) is not None:
             return k
     return 0
 
@@ -2183,11 +2485,17 @@ class HFEncoding(Encoding):
                     stop = k
                     break
         window = text[:stop]
+        bound = self._run_bound(window)
+        if bound is not None:
+            found, stop = bound.fits_prefix(self, n)
+            if found is not None:
+                return found
+            window = window[:stop]  # no longer prefix fits
         plain = self._plain()
         if plain is not None and plain._core.kind != _PAT_REGEX and self._left_alone(window):
             return plain.split_at(window, n)
         if self._as_stages(window):
-            return longest_prefix_by_horizon(self._stages, window, n, self._count_from)
+            return longest_prefix_by_horizon(self._stages, window, n, self._count_from, bound)
         return longest_prefix_within(self, window, n)
 
     def split_at_end(self, text: str, n: int) -> int:
@@ -2210,6 +2518,13 @@ class HFEncoding(Encoding):
                     start = k + 1
                     break
         window = text[start:]
+        bound = self._run_bound(window)
+        if bound is not None:
+            found, skip = bound.fits_suffix(self, n)
+            if found is not None:
+                return start + found
+            start += skip  # no suffix starting before fits
+            window = text[start:]
         plain = self._plain()
         if plain is not None and plain._core.kind != _PAT_REGEX and self._left_alone(window):
             return start + plain.split_at_end(window, n)
@@ -2218,6 +2533,28 @@ class HFEncoding(Encoding):
             if k is not None:
                 return k
         return shortest_suffix_within(self, text, start, n)
+
+    def _run_bound(self, window: str) -> RunBound | None:
+        """The ``RunBound`` of a text whose encodings spell its own bytes in vocab and added
+        tokens: None when the normalizer may change a slice of it, a byte of it is dropped, an
+        added token strips whitespace, or a piece may be one whole token the vocab does not
+        hold (``ignore_merges``)."""
+        if self._whole or self._strips:
+            return None
+        if self._dropping is not None and self._dropping.search(window) is not None:
+            return None
+        norm = self._normalizer
+        if norm is not None and (
+            norm.forms is None
+            or not (window.isascii() or _not_inert(norm.forms).search(window) is None)
+        ):
+            return None
+        added = self.__dict__.get("_added_bytes")
+        if added is None:
+            texts = [*self._raw.by_text, *self._normed.by_text, *self._added_ids]
+            added = self.__dict__["_added_bytes"] = sorted({t.encode("utf-8") for t in texts})
+        memo = self.__dict__.setdefault("_run_longest", {})
+        return RunBound(self._vocab, window, memo, added)
 
     def interval_counter(self, text: str, *, piece_tables: bool = True):
         """Counter of ``count(text[i:j])``: the compiled ``IntervalCounter`` of the plain encoding
@@ -2397,6 +2734,7 @@ def _build(doc: dict, name: str, source: str) -> Encoding:
             _STARCODER_PATTERN,
             _DEEPSEEK_CODER_PATTERN,
             _DEEPSEEK_CODER_DIGITS_PATTERN,
+            _DEEPSEEK_LLM_PATTERN,
         )  # one-pass split_at
         and pattern != _FALCON_PATTERN  # cuts inside characters the regex cannot
         and normalizer is None

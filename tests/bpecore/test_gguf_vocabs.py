@@ -343,3 +343,34 @@ def test_linear_on_one_character(trio, char):
     enc.count(small)  # warm caches
     ratio = _cpu(enc.count, large) / max(_cpu(enc.count, small), 1e-4)
     assert ratio < 10, f"{family}: {ratio:.1f}x"
+
+
+#: 1 MB of one letter, of spaces, of one digit, of one CJK character, of alternating short words.
+_FILLS = {"letter": "a", "space": " ", "digit": "7", "cjk": "日", "words": "ab cd "}
+
+
+@pytest.mark.parametrize("fill", sorted(_FILLS))
+def test_split_linear_in_n(trio, fill):
+    """split_at and split_at_end of 1 MB of one fill: 10x the tokens costs about 10x the CPU
+    time (the candidate loop re-read a run per candidate, 100x: Falcon's 1 MB of "a" took 0.56 s
+    at n = 100 and 52 s at n = 1000). The answers are the exact ones of a run (its count is
+    the run's length over the longest token of it, ``RunBound``): spot-checked by ``count``.
+    The plain compiled encodings (GPT-2's file) are another path, ``prefix.split_at_end``."""
+    family, enc, _, _ = trio
+    if not isinstance(enc, HFEncoding):
+        pytest.skip(f"{family}: a plain compiled encoding")
+    text = (_FILLS[fill] * (1_000_000 // len(_FILLS[fill])))[:1_000_000]
+    if not enc._no_added(text):  # GPT-NeoX's and MPT's space runs: the candidate loop
+        pytest.skip(f"{family}: the text holds added tokens' texts (not linear yet)")
+    for op in (enc.split_at, enc.split_at_end):
+        times = []
+        for n in (50, 500):
+            best = float("inf")
+            for _ in range(2):
+                start = time.process_time()
+                k = op(text, n)
+                best = min(best, time.process_time() - start)
+            times.append(best)
+            part = text[:k] if op == enc.split_at else text[k:]
+            assert enc.count(part) <= n
+        assert times[1] < 40 * max(times[0], 0.005), (family, op.__name__, times)

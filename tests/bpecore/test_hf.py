@@ -592,10 +592,25 @@ def _deepseek_coder_digits_pre():
     )
 
 
+def _deepseek_llm_pre():
+    """DeepSeek LLM as its model file spells the chain: five Splits, Digits one by one, bytes."""
+    from bpecore.hf import _DEEPSEEK_LLM_STAGES
+
+    patterns = [p.replace(r"\r", "\r").replace(r"\n", "\n") for p in _DEEPSEEK_LLM_STAGES]
+    return pre_tokenizers.Sequence(
+        [
+            *(pre_tokenizers.Split(Regex(p), behavior="isolated", invert=False) for p in patterns),
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+
+
 CHAINS = {
     "starcoder": (_starcoder_pre, "_STARCODER_PATTERN"),
     "deepseek-coder": (_deepseek_coder_pre, "_DEEPSEEK_CODER_PATTERN"),
     "deepseek-coder-digits": (_deepseek_coder_digits_pre, "_DEEPSEEK_CODER_DIGITS_PATTERN"),
+    "deepseek-llm": (_deepseek_llm_pre, "_DEEPSEEK_LLM_PATTERN"),
 }
 #: Where the chains' classes meet: digits (and the 13 `tokenizers` counts as digits, `regex`
 #: not), whitespace before letters and punctuation, the ends of DeepSeek-Coder's CJK range
@@ -604,6 +619,11 @@ _CHAIN_EDGES = (
     "a  1 2\t\t3x  \n 4\u0661\U00011de0 \U00016ff4y's 5'S '9 ½ \u2167. 12,345 \u00b2 x\u0301 1"
     " \u07ffa\u0800b \u4e00\u9fa5\u9fa6 \uac00\ud7ff\ud7fa .\u3000日\u3001、 \u3000. \u0966x\u0967 "
     "\r\n\r \n\u3000\n:; !?\u00a0a \u00a0, $% ~~ 가나다 ひらがな カタカナ ٣٤"
+    # DeepSeek LLM: its letters inside and outside the CJK range, ASCII and fullwidth letters
+    # (its punctuation class holds them), curly quotes and U+3000-U+3002 (punctuation inside
+    # the range), whitespace inside it (U+2003, U+3000) before letters, punctuation and gaps
+    " h\u00e9llo \u1e01x \u2003\u1e01 \u3000\u00e9 \u3000ab !\u3000\u3000a \u201c\u3000! \u2003\u3000\u3000x"
+    " \uff21\uff01\uff3b \u2014 \u0643\u062a\u0627\u0628 \u0645\u0646  x\u2003 y\u3000 \u2003"
 )
 _CHAIN_TEXT = st.lists(
     st.sampled_from(
@@ -647,6 +667,33 @@ def test_chain_full_corpora(kind):
 @given(text=_CHAIN_TEXT)
 def test_hyp_chain_is_one_regex(kind, text):
     pre, rx = _chain(kind)
+    assert [m.span() for m in rx.finditer(text)] == [sp for _, sp in pre.pre_tokenize_str(text)]
+
+
+#: Where DeepSeek LLM's classes meet (``_deepseek_llm_pattern``): letters of its scripts in
+#: and outside the CJK range and of none (Arabic), ASCII and fullwidth letters, punctuation in
+#: and outside the range, whitespace in it (U+2003, U+1680) and U+3000 (also punctuation).
+_LLM_TEXT = st.lists(
+    st.sampled_from(
+        ["a", "Z", "\u00e9", "\u1e01", "\u10d0", "\u0643", "\uff21", "\uff41", "\uff01", "\uff3b",
+         "!", ".", "'", "\u201c", "\u3001", "\u3000", "\u2003", "\u1680", " ", "  ", "\t", "\xa0",
+         "\n", "\r", "1", "\u0966", "\uff11", "\u00b2", "\u2014", "\u00a9", "\u65e5", "\uac00",
+         "\u0301", "\x03"]
+    ),
+    max_size=24,
+).map("".join)  # fmt: skip
+
+
+def test_deepseek_llm_letters_are_the_gguf_ones():
+    import bpecore.gguf
+    import bpecore.hf
+
+    assert bpecore.hf._DEEPSEEK_LLM_LETTERS == bpecore.gguf._DEEPSEEK_LLM_LETTERS
+
+
+@given(text=_LLM_TEXT)
+def test_hyp_deepseek_llm_is_one_regex(text):
+    pre, rx = _chain("deepseek-llm")
     assert [m.span() for m in rx.finditer(text)] == [sp for _, sp in pre.pre_tokenize_str(text)]
 
 

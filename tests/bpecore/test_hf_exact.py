@@ -16,7 +16,7 @@ import pickle
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpecore
@@ -242,6 +242,46 @@ def test_split_at_takes_the_horizon_pass(encodings, kind, monkeypatch):
         n = rng.randrange(0, 40)
         assert enc.split_at(piece, n) == _split_at_ref(count, piece, n), (piece, n)
         assert enc.split_at_end(piece, n) == _split_at_end_ref(count, piece, n), (piece, n)
+
+
+#: Long runs of one character (what ``RunBound`` passes over) between and around short mixed
+#: text: runs that end the text, start it, or lie between others.
+_RUN_TEXT = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["a", " ", "7", "日", "\n", "é", "\t"]), st.integers(1, 80)).map(
+            lambda t: t[0] * t[1]
+        ),
+        st.sampled_from(["hello", " world", ", ", "12", "ab cd ", "e\u0301", "<|im_start|>"]),
+    ),
+    min_size=1,
+    max_size=4,
+).map("".join)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=30, deadline=None)
+@given(text=_RUN_TEXT, n=st.integers(0, 25))
+def test_hyp_split_around_runs(encodings, kind, text, n):
+    enc, count = encodings[kind]
+    assert enc.split_at(text, n) == _split_at_ref(count, text, n)
+    assert enc.split_at_end(text, n) == _split_at_end_ref(count, text, n)
+
+
+@pytest.mark.parametrize("kind", CONFIGS)
+@settings(max_examples=40, deadline=None)
+@given(text=_RUN_TEXT, data=st.data())
+def test_hyp_run_bound_is_a_lower_bound(encodings, kind, text, data):
+    """``RunBound.lower(i, j)`` never exceeds the count of ``text[i:j]`` (added tokens' texts
+    in it too); it is None where the encoding may not spell the text's own bytes (a normalizer's
+    change, dropped bytes, stripping added tokens)."""
+    enc, count = encodings[kind]
+    bound = enc._run_bound(text)
+    if bound is None:
+        assert enc._whole or enc._strips or not enc._as_stages(text)
+        return
+    i = data.draw(st.integers(0, len(text)))
+    j = data.draw(st.integers(i, len(text)))
+    assert bound.lower(i, j) <= count(text[i:j])
 
 
 @pytest.mark.parametrize("kind", ["qwen-nfc", "deepseek-chained", "tekken"])
