@@ -29,3 +29,124 @@ static inline int bpe_ctz64(uint64_t x) { int k = 0; while (!(x & 1)) { x >>= 1;
 static const uint64_t BPE_LOW_BYTES[9] = {
     0x0ULL, 0xFFULL, 0xFFFFULL, 0xFFFFFFULL, 0xFFFFFFFFULL, 0xFFFFFFFFFFULL, 0xFFFFFFFFFFFFULL,
     0xFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL};
+
+/* UTF-8 from PEP 393 buffers, 16 code units per step (bpecore/utf8.pxd). SSE2 is the x86-64
+   baseline, so it is chosen at compile time; -DBPE_NO_SSE2 (or another CPU) takes the portable
+   code, which gives the same results.
+   bpe_utf8_extra16_uN(p): UTF-8 bytes of p[0..16) beyond one per code unit; -1 if one is a
+   lone surrogate (kinds 2 and 4).
+   bpe_ascii16_uN(p, out): writes the low bytes of p[0..16) to out[0..16) (exact for the ASCII
+   ones) and returns the mask of the units that are not ASCII (bit j for p[j]). */
+#if (defined(__SSE2__) || defined(_M_X64)) && !defined(BPE_NO_SSE2)
+#define BPE_SSE2 1
+#include <emmintrin.h>
+#else
+#define BPE_SSE2 0
+#endif
+
+#if BPE_SSE2
+static inline int bpe_utf8_extra16_u8(const uint8_t* p) {
+    return bpe_popcount64((unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i*)p)));
+}
+
+static inline int bpe_utf8_extra16_u16(const uint16_t* p) {
+    const __m128i a = _mm_loadu_si128((const __m128i*)p), b = _mm_loadu_si128((const __m128i*)(p + 8));
+    const __m128i x7f = _mm_set1_epi16(0x7F), x7ff = _mm_set1_epi16(0x7FF), zero = _mm_setzero_si128();
+    const __m128i f800 = _mm_set1_epi16((short)0xF800), d800 = _mm_set1_epi16((short)0xD800);
+    /* lanes below 0x80 and below 0x800 (unsigned: saturating subtraction is zero) */
+    __m128i lo = _mm_packs_epi16(_mm_cmpeq_epi16(_mm_subs_epu16(a, x7f), zero),
+                                 _mm_cmpeq_epi16(_mm_subs_epu16(b, x7f), zero));
+    __m128i mid = _mm_packs_epi16(_mm_cmpeq_epi16(_mm_subs_epu16(a, x7ff), zero),
+                                  _mm_cmpeq_epi16(_mm_subs_epu16(b, x7ff), zero));
+    __m128i sur = _mm_or_si128(_mm_cmpeq_epi16(_mm_and_si128(a, f800), d800),
+                               _mm_cmpeq_epi16(_mm_and_si128(b, f800), d800));
+    if (_mm_movemask_epi8(sur)) return -1;
+    return 32 - bpe_popcount64((unsigned)_mm_movemask_epi8(lo)) -
+           bpe_popcount64((unsigned)_mm_movemask_epi8(mid));
+}
+
+static inline int bpe_utf8_extra16_u32(const uint32_t* p) {
+    /* code points are at most 0x10FFFF: signed 32-bit compares are exact */
+    const __m128i x7f = _mm_set1_epi32(0x7F), x7ff = _mm_set1_epi32(0x7FF), xffff = _mm_set1_epi32(0xFFFF);
+    const __m128i f800 = _mm_set1_epi32(~0x7FF), d800 = _mm_set1_epi32(0xD800);
+    int extra = 0, k;
+    __m128i sur = _mm_setzero_si128();
+    for (k = 0; k < 16; k += 4) {
+        const __m128i v = _mm_loadu_si128((const __m128i*)(p + k));
+        __m128i above = _mm_packs_epi16(_mm_packs_epi32(_mm_cmpgt_epi32(v, x7f), _mm_cmpgt_epi32(v, x7ff)),
+                                        _mm_packs_epi32(_mm_cmpgt_epi32(v, xffff), _mm_setzero_si128()));
+        extra += bpe_popcount64((unsigned)_mm_movemask_epi8(above));
+        sur = _mm_or_si128(sur, _mm_cmpeq_epi32(_mm_and_si128(v, f800), d800));
+    }
+    return _mm_movemask_epi8(sur) ? -1 : extra;
+}
+
+static inline unsigned bpe_ascii16_u8(const uint8_t* p, uint8_t* out) {
+    const __m128i v = _mm_loadu_si128((const __m128i*)p);
+    _mm_storeu_si128((__m128i*)out, v);
+    return (unsigned)_mm_movemask_epi8(v);
+}
+
+static inline unsigned bpe_ascii16_u16(const uint16_t* p, uint8_t* out) {
+    const __m128i a = _mm_loadu_si128((const __m128i*)p), b = _mm_loadu_si128((const __m128i*)(p + 8));
+    const __m128i high = _mm_set1_epi16((short)0xFF80), zero = _mm_setzero_si128();
+    __m128i ascii = _mm_packs_epi16(_mm_cmpeq_epi16(_mm_and_si128(a, high), zero),
+                                    _mm_cmpeq_epi16(_mm_and_si128(b, high), zero));
+    _mm_storeu_si128((__m128i*)out, _mm_packus_epi16(a, b));
+    return (unsigned)_mm_movemask_epi8(ascii) ^ 0xFFFFu;
+}
+
+static inline unsigned bpe_ascii16_u32(const uint32_t* p, uint8_t* out) {
+    const __m128i v0 = _mm_loadu_si128((const __m128i*)p), v1 = _mm_loadu_si128((const __m128i*)(p + 4));
+    const __m128i v2 = _mm_loadu_si128((const __m128i*)(p + 8)), v3 = _mm_loadu_si128((const __m128i*)(p + 12));
+    const __m128i high = _mm_set1_epi32(~0x7F), zero = _mm_setzero_si128();
+    __m128i ascii = _mm_packs_epi16(
+        _mm_packs_epi32(_mm_cmpeq_epi32(_mm_and_si128(v0, high), zero), _mm_cmpeq_epi32(_mm_and_si128(v1, high), zero)),
+        _mm_packs_epi32(_mm_cmpeq_epi32(_mm_and_si128(v2, high), zero), _mm_cmpeq_epi32(_mm_and_si128(v3, high), zero)));
+    _mm_storeu_si128((__m128i*)out,
+                     _mm_packus_epi16(_mm_packs_epi32(v0, v1), _mm_packs_epi32(v2, v3)));
+    return (unsigned)_mm_movemask_epi8(ascii) ^ 0xFFFFu;
+}
+#else
+static inline int bpe_utf8_extra16_u8(const uint8_t* p) {
+    int extra = 0, j;
+    for (j = 0; j < 16; ++j) extra += p[j] >> 7;
+    return extra;
+}
+
+static inline int bpe_utf8_extra16_u16(const uint16_t* p) {
+    int extra = 0, j;
+    for (j = 0; j < 16; ++j) {
+        if ((p[j] & 0xF800) == 0xD800) return -1;
+        extra += (p[j] >= 0x80) + (p[j] >= 0x800);
+    }
+    return extra;
+}
+
+static inline int bpe_utf8_extra16_u32(const uint32_t* p) {
+    int extra = 0, j;
+    for (j = 0; j < 16; ++j) {
+        if ((p[j] & ~0x7FFu) == 0xD800) return -1;
+        extra += (p[j] >= 0x80) + (p[j] >= 0x800) + (p[j] >= 0x10000);
+    }
+    return extra;
+}
+
+static inline unsigned bpe_ascii16_u8(const uint8_t* p, uint8_t* out) {
+    unsigned mask = 0, j;
+    for (j = 0; j < 16; ++j) { out[j] = p[j]; mask |= (unsigned)(p[j] >> 7) << j; }
+    return mask;
+}
+
+static inline unsigned bpe_ascii16_u16(const uint16_t* p, uint8_t* out) {
+    unsigned mask = 0, j;
+    for (j = 0; j < 16; ++j) { out[j] = (uint8_t)p[j]; mask |= (unsigned)(p[j] >= 0x80) << j; }
+    return mask;
+}
+
+static inline unsigned bpe_ascii16_u32(const uint32_t* p, uint8_t* out) {
+    unsigned mask = 0, j;
+    for (j = 0; j < 16; ++j) { out[j] = (uint8_t)p[j]; mask |= (unsigned)(p[j] >= 0x80) << j; }
+    return mask;
+}
+#endif
