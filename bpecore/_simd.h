@@ -33,8 +33,8 @@ static const uint64_t BPE_LOW_BYTES[9] = {
 /* UTF-8 from PEP 393 buffers, 16 code units per step (bpecore/utf8.pxd). SSE2 is the x86-64
    baseline, so it is chosen at compile time; -DBPE_NO_SSE2 (or another CPU) takes the portable
    code, which gives the same results.
-   bpe_utf8_extra16_uN(p): UTF-8 bytes of p[0..16) beyond one per code unit; -1 if one is a
-   lone surrogate (kinds 2 and 4).
+   bpe_utf8_extra_uN(p, blocks): UTF-8 bytes of p[0..16 * blocks) beyond one per code unit; -1 if
+   one is a lone surrogate (kinds 2 and 4).
    bpe_ascii16_uN(p, out): writes the low bytes of p[0..16) to out[0..16) (exact for the ASCII
    ones) and returns the mask of the units that are not ASCII (bit j for p[j]). */
 #if (defined(__SSE2__) || defined(_M_X64)) && !defined(BPE_NO_SSE2)
@@ -45,40 +45,56 @@ static const uint64_t BPE_LOW_BYTES[9] = {
 #endif
 
 #if BPE_SSE2
-static inline int bpe_utf8_extra16_u8(const uint8_t* p) {
-    return bpe_popcount64((unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i*)p)));
+/* Flags (0 or -1 per byte) summed into two 64-bit lanes: no popcount instruction needed (it is
+   not in the x86-64 baseline). */
+#define BPE_SUM_FLAGS(acc, flags) \
+    (acc) = _mm_add_epi64((acc), _mm_sad_epu8(_mm_sub_epi8(_mm_setzero_si128(), (flags)), _mm_setzero_si128()))
+
+static inline int64_t bpe_sum_lanes(__m128i acc) {
+    return (int64_t)_mm_cvtsi128_si64(acc) + (int64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
 }
 
-static inline int bpe_utf8_extra16_u16(const uint16_t* p) {
-    const __m128i a = _mm_loadu_si128((const __m128i*)p), b = _mm_loadu_si128((const __m128i*)(p + 8));
+static inline int64_t bpe_utf8_extra_u8(const uint8_t* p, int64_t blocks) {
+    __m128i acc = _mm_setzero_si128();
+    int64_t b;
+    for (b = 0; b < blocks; ++b, p += 16)
+        BPE_SUM_FLAGS(acc, _mm_cmplt_epi8(_mm_loadu_si128((const __m128i*)p), _mm_setzero_si128()));
+    return bpe_sum_lanes(acc);
+}
+
+static inline int64_t bpe_utf8_extra_u16(const uint16_t* p, int64_t blocks) {
     const __m128i x7f = _mm_set1_epi16(0x7F), x7ff = _mm_set1_epi16(0x7FF), zero = _mm_setzero_si128();
     const __m128i f800 = _mm_set1_epi16((short)0xF800), d800 = _mm_set1_epi16((short)0xD800);
-    /* lanes below 0x80 and below 0x800 (unsigned: saturating subtraction is zero) */
-    __m128i lo = _mm_packs_epi16(_mm_cmpeq_epi16(_mm_subs_epu16(a, x7f), zero),
-                                 _mm_cmpeq_epi16(_mm_subs_epu16(b, x7f), zero));
-    __m128i mid = _mm_packs_epi16(_mm_cmpeq_epi16(_mm_subs_epu16(a, x7ff), zero),
-                                  _mm_cmpeq_epi16(_mm_subs_epu16(b, x7ff), zero));
-    __m128i sur = _mm_or_si128(_mm_cmpeq_epi16(_mm_and_si128(a, f800), d800),
-                               _mm_cmpeq_epi16(_mm_and_si128(b, f800), d800));
+    __m128i acc = zero, sur = zero;
+    int64_t b;
+    for (b = 0; b < blocks; ++b, p += 16) {
+        const __m128i a = _mm_loadu_si128((const __m128i*)p), c = _mm_loadu_si128((const __m128i*)(p + 8));
+        /* lanes below 0x80 and below 0x800 (unsigned: the saturating difference is 0) */
+        __m128i lt80 = _mm_packs_epi16(_mm_cmpeq_epi16(_mm_subs_epu16(a, x7f), zero),
+                                     _mm_cmpeq_epi16(_mm_subs_epu16(c, x7f), zero));
+        __m128i lt800 = _mm_packs_epi16(_mm_cmpeq_epi16(_mm_subs_epu16(a, x7ff), zero),
+                                      _mm_cmpeq_epi16(_mm_subs_epu16(c, x7ff), zero));
+        BPE_SUM_FLAGS(acc, _mm_add_epi8(lt80, lt800)); /* 2 per code unit minus its extra bytes */
+        sur = _mm_or_si128(sur, _mm_or_si128(_mm_cmpeq_epi16(_mm_and_si128(a, f800), d800),
+                                             _mm_cmpeq_epi16(_mm_and_si128(c, f800), d800)));
+    }
     if (_mm_movemask_epi8(sur)) return -1;
-    return 32 - bpe_popcount64((unsigned)_mm_movemask_epi8(lo)) -
-           bpe_popcount64((unsigned)_mm_movemask_epi8(mid));
+    return 32 * blocks - bpe_sum_lanes(acc);
 }
 
-static inline int bpe_utf8_extra16_u32(const uint32_t* p) {
+static inline int64_t bpe_utf8_extra_u32(const uint32_t* p, int64_t blocks) {
     /* code points are at most 0x10FFFF: signed 32-bit compares are exact */
     const __m128i x7f = _mm_set1_epi32(0x7F), x7ff = _mm_set1_epi32(0x7FF), xffff = _mm_set1_epi32(0xFFFF);
-    const __m128i f800 = _mm_set1_epi32(~0x7FF), d800 = _mm_set1_epi32(0xD800);
-    int extra = 0, k;
-    __m128i sur = _mm_setzero_si128();
-    for (k = 0; k < 16; k += 4) {
-        const __m128i v = _mm_loadu_si128((const __m128i*)(p + k));
-        __m128i above = _mm_packs_epi16(_mm_packs_epi32(_mm_cmpgt_epi32(v, x7f), _mm_cmpgt_epi32(v, x7ff)),
-                                        _mm_packs_epi32(_mm_cmpgt_epi32(v, xffff), _mm_setzero_si128()));
-        extra += bpe_popcount64((unsigned)_mm_movemask_epi8(above));
+    const __m128i f800 = _mm_set1_epi32(~0x7FF), d800 = _mm_set1_epi32(0xD800), zero = _mm_setzero_si128();
+    __m128i acc = zero, sur = zero;
+    int64_t b;
+    for (b = 0; b < blocks * 4; ++b, p += 4) {
+        const __m128i v = _mm_loadu_si128((const __m128i*)p);
+        BPE_SUM_FLAGS(acc, _mm_packs_epi16(_mm_packs_epi32(_mm_cmpgt_epi32(v, x7f), _mm_cmpgt_epi32(v, x7ff)),
+                                           _mm_packs_epi32(_mm_cmpgt_epi32(v, xffff), zero)));
         sur = _mm_or_si128(sur, _mm_cmpeq_epi32(_mm_and_si128(v, f800), d800));
     }
-    return _mm_movemask_epi8(sur) ? -1 : extra;
+    return _mm_movemask_epi8(sur) ? -1 : bpe_sum_lanes(acc);
 }
 
 static inline unsigned bpe_ascii16_u8(const uint8_t* p, uint8_t* out) {
@@ -108,24 +124,24 @@ static inline unsigned bpe_ascii16_u32(const uint32_t* p, uint8_t* out) {
     return (unsigned)_mm_movemask_epi8(ascii) ^ 0xFFFFu;
 }
 #else
-static inline int bpe_utf8_extra16_u8(const uint8_t* p) {
-    int extra = 0, j;
-    for (j = 0; j < 16; ++j) extra += p[j] >> 7;
+static inline int64_t bpe_utf8_extra_u8(const uint8_t* p, int64_t blocks) {
+    int64_t extra = 0, j;
+    for (j = 0; j < 16 * blocks; ++j) extra += p[j] >> 7;
     return extra;
 }
 
-static inline int bpe_utf8_extra16_u16(const uint16_t* p) {
-    int extra = 0, j;
-    for (j = 0; j < 16; ++j) {
+static inline int64_t bpe_utf8_extra_u16(const uint16_t* p, int64_t blocks) {
+    int64_t extra = 0, j;
+    for (j = 0; j < 16 * blocks; ++j) {
         if ((p[j] & 0xF800) == 0xD800) return -1;
         extra += (p[j] >= 0x80) + (p[j] >= 0x800);
     }
     return extra;
 }
 
-static inline int bpe_utf8_extra16_u32(const uint32_t* p) {
-    int extra = 0, j;
-    for (j = 0; j < 16; ++j) {
+static inline int64_t bpe_utf8_extra_u32(const uint32_t* p, int64_t blocks) {
+    int64_t extra = 0, j;
+    for (j = 0; j < 16 * blocks; ++j) {
         if ((p[j] & ~0x7FFu) == 0xD800) return -1;
         extra += (p[j] >= 0x80) + (p[j] >= 0x800) + (p[j] >= 0x10000);
     }

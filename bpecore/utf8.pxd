@@ -5,7 +5,7 @@
 # code units per step); lone surrogates are refused (-1) by utf8_size, as CPython's encoder
 # refuses them. utf8_offsets maps character offsets to byte offsets in UTF-8. No allocation:
 # the caller sizes the output. Used by backtrack (long texts) and batch (each thread's texts).
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
@@ -15,9 +15,9 @@ from bpecore._simd cimport (
     bpe_ascii16_u16,
     bpe_ascii16_u32,
     bpe_ctz64,
-    bpe_utf8_extra16_u8,
-    bpe_utf8_extra16_u16,
-    bpe_utf8_extra16_u32,
+    bpe_utf8_extra_u8,
+    bpe_utf8_extra_u16,
+    bpe_utf8_extra_u32,
     popcount64,
 )
 
@@ -25,7 +25,9 @@ from bpecore._simd cimport (
 #: (backtrack's ``text_utf8``, batch's claiming threads): PyUnicode_AsUTF8AndSize holds it for
 #: about 2.5 ns per character (7 ms for 2.8 M characters), time in which no other thread (a
 #: server's event loop) can run. Shorter ones take CPython's UTF-8 under the GIL (cached in the
-#: str; 40% fewer instructions than utf8_size + utf8_fill).
+#: str, so a second count of it converts nothing). With the SSE2 conversion a count of 1-16 K
+#: characters would be 2-8% faster through utf8_size + utf8_fill (docs/perf/backtrack.md), too
+#: little to release the GIL for a conversion of a few microseconds: the threshold stays.
 cdef enum:
     NOGIL_UTF8_CHARS = 65536
 
@@ -62,17 +64,17 @@ cdef inline Py_ssize_t utf8_size_blocks(unsigned int kind, const void* data, Py_
     cdef const uint8_t* d1 = <const uint8_t*>data
     cdef const uint16_t* d2 = <const uint16_t*>data
     cdef const uint32_t* d4 = <const uint32_t*>data
-    while i + 16 <= m:
-        if kind == 1:
-            x = bpe_utf8_extra16_u8(d1 + i)
-        elif kind == 2:
-            x = bpe_utf8_extra16_u16(d2 + i)
-        else:
-            x = bpe_utf8_extra16_u32(d4 + i)
-        if x < 0:
-            return -1
-        size += x
-        i += 16
+    cdef int64_t blocks = m // 16
+    if kind == 1:
+        x = bpe_utf8_extra_u8(d1, blocks)
+    elif kind == 2:
+        x = bpe_utf8_extra_u16(d2, blocks)
+    else:
+        x = bpe_utf8_extra_u32(d4, blocks)
+    if x < 0:
+        return -1
+    size += x
+    i = 16 * blocks
     if kind == 1:
         x = utf8_size_scalar(kind, d1 + i, m - i)
     elif kind == 2:
