@@ -29,3 +29,140 @@ static inline int bpe_ctz64(uint64_t x) { int k = 0; while (!(x & 1)) { x >>= 1;
 static const uint64_t BPE_LOW_BYTES[9] = {
     0x0ULL, 0xFFULL, 0xFFFFULL, 0xFFFFFFULL, 0xFFFFFFFFULL, 0xFFFFFFFFFFULL, 0xFFFFFFFFFFFFULL,
     0xFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL};
+
+/* UTF-8 from PEP 393 buffers, 16 code units per step (bpecore/utf8.pxd). SSE2 is the x86-64
+   baseline, so it is chosen at compile time; -DBPE_NO_SSE2 (or another CPU) takes the portable
+   code, which gives the same results.
+   bpe_utf8_extra_uN(p, blocks): UTF-8 bytes of p[0..16 * blocks) beyond one per code unit; -1 if
+   one is a lone surrogate (kinds 2 and 4).
+   bpe_ascii16_uN(p, out): writes the low bytes of p[0..16) to out[0..16) (exact for the ASCII
+   ones) and returns the mask of the units that are not ASCII (bit j for p[j]). */
+#if (defined(__SSE2__) || defined(_M_X64)) && !defined(BPE_NO_SSE2)
+#define BPE_SSE2 1
+#include <emmintrin.h>
+#else
+#define BPE_SSE2 0
+#endif
+
+#if BPE_SSE2
+/* Flags (0 or -1 per byte) summed into two 64-bit lanes: no popcount instruction needed (it is
+   not in the x86-64 baseline). */
+#define BPE_SUM_FLAGS(acc, flags) \
+    (acc) = _mm_add_epi64((acc), _mm_sad_epu8(_mm_sub_epi8(_mm_setzero_si128(), (flags)), _mm_setzero_si128()))
+
+static inline int64_t bpe_sum_lanes(__m128i acc) {
+    return (int64_t)_mm_cvtsi128_si64(acc) + (int64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+}
+
+static inline int64_t bpe_utf8_extra_u8(const uint8_t* p, int64_t blocks) {
+    __m128i acc = _mm_setzero_si128();
+    int64_t b;
+    for (b = 0; b < blocks; ++b, p += 16)
+        BPE_SUM_FLAGS(acc, _mm_cmplt_epi8(_mm_loadu_si128((const __m128i*)p), _mm_setzero_si128()));
+    return bpe_sum_lanes(acc);
+}
+
+static inline int64_t bpe_utf8_extra_u16(const uint16_t* p, int64_t blocks) {
+    const __m128i x7f = _mm_set1_epi16(0x7F), x7ff = _mm_set1_epi16(0x7FF), zero = _mm_setzero_si128();
+    const __m128i f800 = _mm_set1_epi16((short)0xF800), d800 = _mm_set1_epi16((short)0xD800);
+    __m128i acc = zero, sur = zero;
+    int64_t b;
+    for (b = 0; b < blocks; ++b, p += 16) {
+        const __m128i a = _mm_loadu_si128((const __m128i*)p), c = _mm_loadu_si128((const __m128i*)(p + 8));
+        /* lanes below 0x80 and below 0x800 (unsigned: the saturating difference is 0) */
+        __m128i lt80 = _mm_packs_epi16(_mm_cmpeq_epi16(_mm_subs_epu16(a, x7f), zero),
+                                     _mm_cmpeq_epi16(_mm_subs_epu16(c, x7f), zero));
+        __m128i lt800 = _mm_packs_epi16(_mm_cmpeq_epi16(_mm_subs_epu16(a, x7ff), zero),
+                                      _mm_cmpeq_epi16(_mm_subs_epu16(c, x7ff), zero));
+        BPE_SUM_FLAGS(acc, _mm_add_epi8(lt80, lt800)); /* 2 per code unit minus its extra bytes */
+        sur = _mm_or_si128(sur, _mm_or_si128(_mm_cmpeq_epi16(_mm_and_si128(a, f800), d800),
+                                             _mm_cmpeq_epi16(_mm_and_si128(c, f800), d800)));
+    }
+    if (_mm_movemask_epi8(sur)) return -1;
+    return 32 * blocks - bpe_sum_lanes(acc);
+}
+
+static inline int64_t bpe_utf8_extra_u32(const uint32_t* p, int64_t blocks) {
+    /* code points are at most 0x10FFFF: signed 32-bit compares are exact */
+    const __m128i x7f = _mm_set1_epi32(0x7F), x7ff = _mm_set1_epi32(0x7FF), xffff = _mm_set1_epi32(0xFFFF);
+    const __m128i f800 = _mm_set1_epi32(~0x7FF), d800 = _mm_set1_epi32(0xD800), zero = _mm_setzero_si128();
+    __m128i acc = zero, sur = zero;
+    int64_t b;
+    for (b = 0; b < blocks * 4; ++b, p += 4) {
+        const __m128i v = _mm_loadu_si128((const __m128i*)p);
+        BPE_SUM_FLAGS(acc, _mm_packs_epi16(_mm_packs_epi32(_mm_cmpgt_epi32(v, x7f), _mm_cmpgt_epi32(v, x7ff)),
+                                           _mm_packs_epi32(_mm_cmpgt_epi32(v, xffff), zero)));
+        sur = _mm_or_si128(sur, _mm_cmpeq_epi32(_mm_and_si128(v, f800), d800));
+    }
+    return _mm_movemask_epi8(sur) ? -1 : bpe_sum_lanes(acc);
+}
+
+static inline unsigned bpe_ascii16_u8(const uint8_t* p, uint8_t* out) {
+    const __m128i v = _mm_loadu_si128((const __m128i*)p);
+    _mm_storeu_si128((__m128i*)out, v);
+    return (unsigned)_mm_movemask_epi8(v);
+}
+
+static inline unsigned bpe_ascii16_u16(const uint16_t* p, uint8_t* out) {
+    const __m128i a = _mm_loadu_si128((const __m128i*)p), b = _mm_loadu_si128((const __m128i*)(p + 8));
+    const __m128i high = _mm_set1_epi16((short)0xFF80), zero = _mm_setzero_si128();
+    __m128i ascii = _mm_packs_epi16(_mm_cmpeq_epi16(_mm_and_si128(a, high), zero),
+                                    _mm_cmpeq_epi16(_mm_and_si128(b, high), zero));
+    _mm_storeu_si128((__m128i*)out, _mm_packus_epi16(a, b));
+    return (unsigned)_mm_movemask_epi8(ascii) ^ 0xFFFFu;
+}
+
+static inline unsigned bpe_ascii16_u32(const uint32_t* p, uint8_t* out) {
+    const __m128i v0 = _mm_loadu_si128((const __m128i*)p), v1 = _mm_loadu_si128((const __m128i*)(p + 4));
+    const __m128i v2 = _mm_loadu_si128((const __m128i*)(p + 8)), v3 = _mm_loadu_si128((const __m128i*)(p + 12));
+    const __m128i high = _mm_set1_epi32(~0x7F), zero = _mm_setzero_si128();
+    __m128i ascii = _mm_packs_epi16(
+        _mm_packs_epi32(_mm_cmpeq_epi32(_mm_and_si128(v0, high), zero), _mm_cmpeq_epi32(_mm_and_si128(v1, high), zero)),
+        _mm_packs_epi32(_mm_cmpeq_epi32(_mm_and_si128(v2, high), zero), _mm_cmpeq_epi32(_mm_and_si128(v3, high), zero)));
+    _mm_storeu_si128((__m128i*)out,
+                     _mm_packus_epi16(_mm_packs_epi32(v0, v1), _mm_packs_epi32(v2, v3)));
+    return (unsigned)_mm_movemask_epi8(ascii) ^ 0xFFFFu;
+}
+#else
+static inline int64_t bpe_utf8_extra_u8(const uint8_t* p, int64_t blocks) {
+    int64_t extra = 0, j;
+    for (j = 0; j < 16 * blocks; ++j) extra += p[j] >> 7;
+    return extra;
+}
+
+static inline int64_t bpe_utf8_extra_u16(const uint16_t* p, int64_t blocks) {
+    int64_t extra = 0, j;
+    for (j = 0; j < 16 * blocks; ++j) {
+        if ((p[j] & 0xF800) == 0xD800) return -1;
+        extra += (p[j] >= 0x80) + (p[j] >= 0x800);
+    }
+    return extra;
+}
+
+static inline int64_t bpe_utf8_extra_u32(const uint32_t* p, int64_t blocks) {
+    int64_t extra = 0, j;
+    for (j = 0; j < 16 * blocks; ++j) {
+        if ((p[j] & ~0x7FFu) == 0xD800) return -1;
+        extra += (p[j] >= 0x80) + (p[j] >= 0x800) + (p[j] >= 0x10000);
+    }
+    return extra;
+}
+
+static inline unsigned bpe_ascii16_u8(const uint8_t* p, uint8_t* out) {
+    unsigned mask = 0, j;
+    for (j = 0; j < 16; ++j) { out[j] = p[j]; mask |= (unsigned)(p[j] >> 7) << j; }
+    return mask;
+}
+
+static inline unsigned bpe_ascii16_u16(const uint16_t* p, uint8_t* out) {
+    unsigned mask = 0, j;
+    for (j = 0; j < 16; ++j) { out[j] = (uint8_t)p[j]; mask |= (unsigned)(p[j] >= 0x80) << j; }
+    return mask;
+}
+
+static inline unsigned bpe_ascii16_u32(const uint32_t* p, uint8_t* out) {
+    unsigned mask = 0, j;
+    for (j = 0; j < 16; ++j) { out[j] = (uint8_t)p[j]; mask |= (unsigned)(p[j] >= 0x80) << j; }
+    return mask;
+}
+#endif

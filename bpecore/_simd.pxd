@@ -1,5 +1,5 @@
 # Bit and memory helpers (bpecore/_simd.h): prefetch, popcount, count trailing zeros.
-from libc.stdint cimport uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 cdef extern from "bpecore/_simd.h" nogil:
     #: Hint the cache to load the line at p (no-op without GCC builtins).
@@ -12,3 +12,15 @@ cdef extern from "bpecore/_simd.h" nogil:
     int bpe_ctz64(uint64_t x) noexcept
     #: BPE_LOW_BYTES[k]: a word with its k low bytes set (k = 0..8).
     const uint64_t BPE_LOW_BYTES[9]
+
+cdef extern from "bpecore/_simd.h" nogil:
+    #: 1 when the 16-unit UTF-8 helpers below use SSE2 (x86-64 without -DBPE_NO_SSE2).
+    const bint BPE_SSE2
+    #: UTF-8 bytes of p[0..16 * blocks) beyond one per code unit; -1 if one is a lone surrogate.
+    int64_t bpe_utf8_extra_u8(const uint8_t* p, int64_t blocks) noexcept
+    int64_t bpe_utf8_extra_u16(const uint16_t* p, int64_t blocks) noexcept
+    int64_t bpe_utf8_extra_u32(const uint32_t* p, int64_t blocks) noexcept
+    #: Write the low bytes of p[0..16) to out[0..16); return the mask of the units >= 0x80.
+    unsigned bpe_ascii16_u8(const uint8_t* p, uint8_t* out) noexcept
+    unsigned bpe_ascii16_u16(const uint16_t* p, uint8_t* out) noexcept
+    unsigned bpe_ascii16_u32(const uint32_t* p, uint8_t* out) noexcept

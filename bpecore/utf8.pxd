@@ -1,20 +1,33 @@
 # UTF-8 from CPython's PEP 393 str buffers (Latin-1, UCS-2, UCS-4), without the GIL.
 #
-# utf8_size measures, utf8_fill writes: one pass each, ASCII runs taken 8 (Latin-1) or 4 (UCS-2)
-# code units per step; lone surrogates are refused (-1) by utf8_size, as CPython's encoder
+# utf8_size measures, utf8_fill writes: one pass each, 16 code units per step with SSE2
+# (bpecore/_simd.h; the x86-64 baseline), else the scalar code (ASCII runs 8 (Latin-1) or 4 (UCS-2)
+# code units per step); lone surrogates are refused (-1) by utf8_size, as CPython's encoder
 # refuses them. utf8_offsets maps character offsets to byte offsets in UTF-8. No allocation:
 # the caller sizes the output. Used by backtrack (long texts) and batch (each thread's texts).
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
-from bpecore._simd cimport popcount64
+from bpecore._simd cimport (
+    BPE_SSE2,
+    bpe_ascii16_u8,
+    bpe_ascii16_u16,
+    bpe_ascii16_u32,
+    bpe_ctz64,
+    bpe_utf8_extra_u8,
+    bpe_utf8_extra_u16,
+    bpe_utf8_extra_u32,
+    popcount64,
+)
 
 #: Non-ASCII texts of at least this many characters are turned into UTF-8 with the GIL released
 #: (backtrack's ``text_utf8``, batch's claiming threads): PyUnicode_AsUTF8AndSize holds it for
 #: about 2.5 ns per character (7 ms for 2.8 M characters), time in which no other thread (a
 #: server's event loop) can run. Shorter ones take CPython's UTF-8 under the GIL (cached in the
-#: str; 40% fewer instructions than utf8_size + utf8_fill).
+#: str, so a second count of it converts nothing). With the SSE2 conversion a count of 1-16 K
+#: characters would be 2-8% faster through utf8_size + utf8_fill (docs/perf/backtrack.md), too
+#: little to release the GIL for a conversion of a few microseconds: the threshold stays.
 cdef enum:
     NOGIL_UTF8_CHARS = 65536
 
@@ -31,7 +44,83 @@ cdef inline Py_ssize_t utf8_extra(uint32_t c) noexcept nogil:
 
 
 cdef inline Py_ssize_t utf8_size(unsigned int kind, const void* data, Py_ssize_t m) noexcept nogil:
-    """Bytes of the UTF-8 of ``m`` code points of a PEP 393 buffer; -1 if one is a lone surrogate.
+    """Bytes of the UTF-8 of ``m`` code points of a PEP 393 buffer; -1 if one is a lone surrogate."""
+    if BPE_SSE2:
+        return utf8_size_blocks(kind, data, m)
+    return utf8_size_scalar(kind, data, m)
+
+
+cdef inline void utf8_fill(unsigned int kind, const void* data, Py_ssize_t m, uint8_t* out) noexcept nogil:
+    """Write the UTF-8 of ``m`` code points (no lone surrogates) to ``out``, sized by utf8_size."""
+    if BPE_SSE2:
+        utf8_fill_blocks(kind, data, m, out)
+    else:
+        utf8_fill_scalar(kind, data, m, out)
+
+
+cdef inline Py_ssize_t utf8_size_blocks(unsigned int kind, const void* data, Py_ssize_t m) noexcept nogil:
+    """utf8_size, 16 code units per step (every code point counted in SIMD lanes), the tail scalar."""
+    cdef Py_ssize_t i = 0, size = m, x
+    cdef const uint8_t* d1 = <const uint8_t*>data
+    cdef const uint16_t* d2 = <const uint16_t*>data
+    cdef const uint32_t* d4 = <const uint32_t*>data
+    cdef int64_t blocks = m // 16
+    if kind == 1:
+        x = bpe_utf8_extra_u8(d1, blocks)
+    elif kind == 2:
+        x = bpe_utf8_extra_u16(d2, blocks)
+    else:
+        x = bpe_utf8_extra_u32(d4, blocks)
+    if x < 0:
+        return -1
+    size += x
+    i = 16 * blocks
+    if kind == 1:
+        x = utf8_size_scalar(kind, d1 + i, m - i)
+    elif kind == 2:
+        x = utf8_size_scalar(kind, d2 + i, m - i)
+    else:
+        x = utf8_size_scalar(kind, d4 + i, m - i)
+    return -1 if x < 0 else size - (m - i) + x
+
+
+cdef inline void utf8_fill_blocks(unsigned int kind, const void* data, Py_ssize_t m, uint8_t* out) noexcept nogil:
+    """utf8_fill, ASCII runs 16 code units per step (one 16-byte store), the rest one by one.
+
+    Each step stores 16 bytes at ``out + k`` and keeps the ASCII head of them: safe, as the
+    UTF-8 of the 16 or more units left is 16 bytes if they are all ASCII and longer otherwise."""
+    cdef Py_ssize_t i = 0, k = 0, x
+    cdef unsigned na
+    cdef uint32_t c
+    cdef const uint8_t* d1 = <const uint8_t*>data
+    cdef const uint16_t* d2 = <const uint16_t*>data
+    cdef const uint32_t* d4 = <const uint32_t*>data
+    while i < m:
+        if i + 16 <= m:
+            if kind == 1:
+                na = bpe_ascii16_u8(d1 + i, out + k)
+            elif kind == 2:
+                na = bpe_ascii16_u16(d2 + i, out + k)
+            else:
+                na = bpe_ascii16_u32(d4 + i, out + k)
+            if na == 0:
+                i += 16
+                k += 16
+                continue
+            x = bpe_ctz64(na)
+            i += x
+            k += x
+        # a run of non-ASCII code points (or the tail), one by one
+        while i < m:
+            c = d1[i] if kind == 1 else (d2[i] if kind == 2 else d4[i])
+            k += utf8_put(c, out + k)
+            i += 1
+            if i + 16 <= m and (d1[i] if kind == 1 else (d2[i] if kind == 2 else d4[i])) < 0x80:
+                break
+
+
+cdef inline Py_ssize_t utf8_size_scalar(unsigned int kind, const void* data, Py_ssize_t m) noexcept nogil:
+    """utf8_size without SIMD (other CPUs; the tail of utf8_size_blocks).
 
     Runs of ASCII are skipped 8 (Latin-1) or 4 (UCS-2) code units per step (backtrack.pyx's
     Performance notes, step 26)."""
@@ -91,9 +180,8 @@ cdef inline Py_ssize_t utf8_put(uint32_t c, uint8_t* out) noexcept nogil:
     return 4
 
 
-cdef inline void utf8_fill(unsigned int kind, const void* data, Py_ssize_t m, uint8_t* out) noexcept nogil:
-    """Write the UTF-8 of ``m`` code points (no lone surrogates) to ``out``; ASCII runs 8 (Latin-1)
-    or 4 (UCS-2) code units per step."""
+cdef inline void utf8_fill_scalar(unsigned int kind, const void* data, Py_ssize_t m, uint8_t* out) noexcept nogil:
+    """utf8_fill without SIMD (other CPUs): ASCII runs 8 (Latin-1) or 4 (UCS-2) code units per step."""
     cdef Py_ssize_t i = 0, k = 0
     cdef uint64_t w
     cdef uint32_t q
