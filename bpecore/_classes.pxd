@@ -14,6 +14,7 @@ cdef enum PatternKind:
     PAT_TEKKEN = 7    #: TEKKEN_PATTERN: O200K_PATTERN without contractions, single digits
     PAT_DEEPSEEK3 = 8  #: DEEPSEEK3_PATTERN: DeepSeek V3's three chained Splits as one regex
     PAT_FALCON = 9    #: Falcon's four-stage chain as one regex (pretokenize.register_falcon)
+    PAT_STARCODER = 10  #: StarCoder2's Digits + ByteLevel as one regex (pretokenize.register_starcoder)
 
 
 cdef extern from "bpecore/_unicode_tables.h":

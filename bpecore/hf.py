@@ -89,7 +89,12 @@ from bpecore.encoding import Encoding, _rebuild_counter, _RecountingCounter, _va
 from bpecore.load import VocabError, bytes_to_unicode, read_file
 from bpecore.patterns import BYTELEVEL_PATTERN
 from bpecore.prefix import KIND_REGEX as _PAT_REGEX
-from bpecore.pretokenize import DEEPSEEK3_PATTERN, R50K_PATTERN, register_falcon
+from bpecore.pretokenize import (
+    DEEPSEEK3_PATTERN,
+    R50K_PATTERN,
+    register_falcon,
+    register_starcoder,
+)
 from bpecore.vocab import Vocab
 
 _BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
@@ -522,6 +527,11 @@ _STARCODER_PATTERN = (
     f" ?\\p{{L}}+|{_DIGIT}|'(?:s|t|re|ve|m|ll|d)| ?[^\\s\\p{{L}}{_DIGIT_SET}]+"
     f"|\\s+(?:(?!\\S)|(?={_DIGIT}))|\\s+"
 )
+#: A compiled scanner cuts it (``pretokenize.starcoder_end``, with ``_DIGIT_SET``'s ranges beyond
+#: ``\p{N}``) for count and encode; ``HFEncoding._plain`` keeps the regex (``_STARCODER_REGEX``),
+#: as for Falcon's.
+register_starcoder(_STARCODER_PATTERN, ((0x11DE0, 0x11DE9), (0x16FF4, 0x16FF6)))
+_STARCODER_REGEX = f"(?:{_STARCODER_PATTERN})"
 
 #: DeepSeek-Coder v1's five chained Splits (line breaks, letter runs, punctuation runs, its
 #: "CJK" range U+0800-U+9FA5 and Hangul, digits; each Isolated) and the one regex that cuts as
@@ -2339,7 +2349,9 @@ class HFEncoding(Encoding):
             plain = self.__dict__["_plain_encoding"] = Encoding(
                 self.name,
                 None,
-                _FALCON_REGEX if pattern == _FALCON_PATTERN else pattern,
+                {_FALCON_PATTERN: _FALCON_REGEX, _STARCODER_PATTERN: _STARCODER_REGEX}.get(
+                    pattern, pattern
+                ),
                 {},
                 vocab=self._vocab,
             )

@@ -46,7 +46,8 @@ from libcpp.vector cimport vector
 from bpecore._classes cimport (
     BPE_UT2_ASCII, BPE_UT2_CJK, BPE_UT2_P, BPE_UT2_S, BPE_UT_ASCII, BPE_UT_LL, BPE_UT_LM, BPE_UT_LO, BPE_UT_LT,
     BPE_UT_LU, BPE_UT_M, BPE_UT_N, BPE_UT_WS, F_BOTH, F_L, F_LN, F_LNS, F_LOWER, F_UPPER, PAT_CL100K,
-    PAT_DEEPSEEK3, PAT_FALCON, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX, PAT_TEKKEN, o200k_words,
+    PAT_DEEPSEEK3, PAT_FALCON, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX, PAT_STARCODER,
+    PAT_TEKKEN, o200k_words,
 )
 from bpecore._simd cimport BPE_SWAR, bpe_ctz64
 
@@ -1084,9 +1085,129 @@ def register_falcon(str pattern, ranges):
     return PAT_FALCON
 
 
+# StarCoder2's chain (Digits one by one, then ByteLevel with GPT-2's regex) as bpecore.hf's one
+# regex: `` ?\p{L}+``, one DIGIT, ``'(?:s|t|re|ve|m|ll|d)``, `` ?[^\s\p{L}DIGIT]+``,
+# ``\s+(?:(?!\S)|(?=DIGIT))``, ``\s+``. DIGIT is \p{N} and the caller's extra ranges (`tokenizers`'
+# numeric class holds code points `regex`'s tables leave unassigned); ``register_starcoder`` gives
+# them and maps the pattern to PAT_STARCODER. r50k's classes otherwise: the first character
+# decides, the second after a space. As for PAT_FALCON, only counting and encoding use this kind
+# (``piece_horizon`` answers ``n``).
+
+cdef vector[uint32_t] STARCODER_DIGITS   #: [lo, hi] pairs of DIGIT beyond \p{N}; none \p{L} or \s
+
+
+cdef uint8_t starcoder_wide_flags(const uint8_t* s, Py_ssize_t i, Py_ssize_t* width) noexcept nogil:
+    """Flags of the 2-4 byte character at byte ``i``, BPE_UT_N for an extra DIGIT; its length goes
+    to ``width[0]``."""
+    cdef uint32_t cp, b = s[i]
+    cdef size_t j
+    if b < 0xE0:
+        width[0] = 2
+        cp = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F)
+    elif b < 0xF0:
+        width[0] = 3
+        cp = ((b & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F)
+    else:
+        width[0] = 4
+        cp = ((b & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12) | ((s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F)
+    cdef uint8_t f = cp_flags(cp)
+    if not (f & F_LNS):
+        j = 0
+        while j < STARCODER_DIGITS.size():
+            if STARCODER_DIGITS[j] <= cp <= STARCODER_DIGITS[j + 1]:
+                return BPE_UT_N
+            j += 2
+    return f
+
+
+cdef inline uint8_t starcoder_flags(const uint8_t* s, Py_ssize_t i, Py_ssize_t* width) noexcept nogil:
+    if s[i] < 0x80:
+        width[0] = 1
+        return BPE_UT_ASCII[s[i]]
+    return starcoder_wide_flags(s, i, width)
+
+
+cdef inline Py_ssize_t starcoder_other_run(const uint8_t* s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    """End of the run of ``[^\\s\\p{L}DIGIT]`` from byte ``i``."""
+    cdef Py_ssize_t w
+    while i < n:
+        if s[i] < 0x80:
+            if BPE_UT_ASCII[s[i]] & F_LNS:
+                break
+            i += 1
+        elif starcoder_wide_flags(s, i, &w) & F_LNS:
+            break
+        else:
+            i += w
+    return i
+
+
+cdef Py_ssize_t starcoder_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """The piece of StarCoder2's one regex at ``pos``, alternatives tried in order."""
+    cdef Py_ssize_t w, w2, e, last = pos, newline
+    cdef uint8_t c = s[pos]
+    cdef uint8_t f = starcoder_flags(s, pos, &w), f2
+    if f & F_L:                                   # ?\p{L}+, no space
+        return run_any(s, n, pos + w, F_L)
+    if f & BPE_UT_N:                              # DIGIT
+        return pos + w
+    if c == 0x27:                                 # '(?:s|t|re|ve|m|ll|d)
+        e = contraction_end(s, n, pos, False)
+        if e >= 0:
+            return e
+    if not (f & BPE_UT_WS):                       # ?[^\s\p{L}DIGIT]+, no space
+        return starcoder_other_run(s, n, pos + w)
+    if c == 0x20 and pos + 1 < n:                 # the letters or the others with the space
+        f2 = starcoder_flags(s, pos + 1, &w2)
+        if f2 & F_L:
+            return run_any(s, n, pos + 1 + w2, F_L)
+        if not (f2 & F_LNS):
+            return starcoder_other_run(s, n, pos + 1 + w2)
+    e = space_run(s, n, pos, &last, &newline)
+    if e == n or last == pos:                     # (?!\S) at the end; \s+ of one character
+        return e
+    if starcoder_flags(s, e, &w) & BPE_UT_N:      # (?=DIGIT)
+        return e
+    return last                                   # \s+(?!\S)
+
+
+cdef inline Py_ssize_t starcoder_ascii_word(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """starcoder_end for its commonest pieces: an ASCII letter, or a space then an ASCII letter,
+    then the letter run; -1 for any other start."""
+    cdef uint8_t c = s[pos]
+    if c < 0x80 and BPE_UT_ASCII[c] & F_L:
+        return run_any(s, n, pos + 1, F_L)
+    if c == 0x20 and pos + 1 < n and s[pos + 1] < 0x80 and BPE_UT_ASCII[s[pos + 1]] & F_L:
+        return run_any(s, n, pos + 2, F_L)
+    return -1
+
+
+def register_starcoder(str pattern, ranges):
+    """Map ``pattern`` (StarCoder2's one regex, bpecore.hf) to PAT_STARCODER, its digits being
+    \\p{N} and the inclusive code point ``ranges``, none of them a letter or whitespace: a
+    BacktrackEncoder of ``pattern`` then cuts with starcoder_end. Returns PAT_STARCODER."""
+    global _SCANNER_KINDS, STARCODER_DIGITS
+    cdef vector[uint32_t] extra
+    cdef uint32_t c
+    for a, b in ranges:
+        for c in range(a, b + 1):
+            if cp_flags(c) & (F_L | BPE_UT_WS) or c < 0x80:
+                raise ValueError("U+%04X is a letter, whitespace or ASCII" % c)
+        extra.push_back(a)
+        extra.push_back(b)
+    STARCODER_DIGITS = extra
+    _SCANNED[pattern] = PAT_STARCODER
+    _SCANNER_KINDS = frozenset(_SCANNED.values())
+    return PAT_STARCODER
+
+
 cdef Py_ssize_t open_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
-    """next_piece_end for PAT_LLAMA3, PAT_QWEN2, PAT_TEKKEN, PAT_DEEPSEEK3 and PAT_FALCON."""
+    """next_piece_end for PAT_LLAMA3, PAT_QWEN2, PAT_TEKKEN, PAT_DEEPSEEK3, PAT_FALCON and
+    PAT_STARCODER."""
     cdef Py_ssize_t e
+    if kind == PAT_STARCODER:
+        e = starcoder_ascii_word(s, n, pos)
+        return e if e >= 0 else starcoder_end(s, n, pos)
     if kind == PAT_FALCON:
         e = falcon_ascii_word(s, n, pos)
         return e if e >= 0 else falcon_end(s, n, pos)
@@ -1102,9 +1223,17 @@ cdef Py_ssize_t open_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssiz
 
 cdef Py_ssize_t open_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
                                 Py_ssize_t* ends, Py_ssize_t k) noexcept nogil:
-    """next_piece_ends for PAT_LLAMA3, PAT_QWEN2, PAT_TEKKEN, PAT_DEEPSEEK3 and PAT_FALCON."""
+    """next_piece_ends for PAT_LLAMA3, PAT_QWEN2, PAT_TEKKEN, PAT_DEEPSEEK3, PAT_FALCON and
+    PAT_STARCODER."""
     cdef Py_ssize_t j = 0, e
     cdef int most = 3 if kind == PAT_LLAMA3 else 1
+    if kind == PAT_STARCODER:
+        while j < k and pos < n:
+            e = starcoder_ascii_word(s, n, pos)
+            pos = e if e >= 0 else starcoder_end(s, n, pos)
+            ends[j] = pos
+            j += 1
+        return j
     if kind == PAT_FALCON:
         while j < k and pos < n:
             e = falcon_ascii_word(s, n, pos)
@@ -1208,7 +1337,7 @@ cdef Py_ssize_t piece_horizon(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize
     cdef Py_ssize_t w0, p, u, l, h = end + 1
     if kind == PAT_DEEPSEEK3:
         return deepseek3_horizon(s, n, start, end)
-    if kind == PAT_FALCON:
+    if kind == PAT_FALCON or kind == PAT_STARCODER:
         return n                                  # not known: the whole text decides
     cdef uint8_t fl = flags_at(s, start, &w0)
     if s[start] == 0x27 and start + 4 > h:
@@ -1250,8 +1379,8 @@ def pattern_kind(pattern):
     """The PatternKind that cuts ``pattern``: a hand-written scanner, the regex fallback or none.
 
     Only the exact strings CL100K_PATTERN, O200K_PATTERN, R50K_PATTERN, LLAMA3_PATTERN,
-    QWEN2_PATTERN, TEKKEN_PATTERN, DEEPSEEK3_PATTERN and the one ``register_falcon`` maps get a
-    scanner.
+    QWEN2_PATTERN, TEKKEN_PATTERN, DEEPSEEK3_PATTERN and the ones ``register_falcon`` and
+    ``register_starcoder`` map get a scanner.
     """
     if pattern is None:
         return PAT_NONE
