@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -851,7 +851,6 @@ class _Chunker:
         self, s: int, min_end: int, e: int, top: int, bottom: int
     ) -> tuple[int, int, int] | None:
         """The first candidate from level ``top`` down to ``bottom`` whose chunk ``s..end`` fits."""
-        limit, count = self.max_tokens, self.counter.count
         if top >= _SECTION and bottom <= _SECTION:
             best = self._section_levels(s, min_end, e, top)
             if best is not None:
@@ -863,17 +862,30 @@ class _Chunker:
                 if best is not None:
                     return best
                 continue
-            failed = 0
-            for b in self._candidates(level, s, e):
-                end = self._rstrip(s, b)
-                if end <= min_end:
-                    break
-                tokens = count(s, end)
-                if tokens <= limit:
-                    return b, end, tokens
-                failed += 1
-                if failed >= _MAX_FAILED_PER_LEVEL and level != _CHAR:
-                    break
+            cap = None if level == _CHAR else _MAX_FAILED_PER_LEVEL
+            best = self._first_fit(s, min_end, self._candidates(level, s, e), cap)
+            if best is not None:
+                return best
+        return None
+
+    def _first_fit(
+        self, s: int, min_end: int, candidates: Iterable[int], cap: int | None
+    ) -> tuple[int, int, int] | None:
+        """The first candidate ``b`` (right to left) whose chunk ``(s, rstrip(b))`` fits:
+        ``(b, end, tokens)``; None at one that ends at or before ``min_end`` or after ``cap``
+        candidates that did not fit."""
+        limit, count = self.max_tokens, self.counter.count
+        failed = 0
+        for b in candidates:
+            end = self._rstrip(s, b)
+            if end <= min_end:
+                return None
+            tokens = count(s, end)
+            if tokens <= limit:
+                return b, end, tokens
+            failed += 1
+            if cap is not None and failed >= cap:
+                return None
         return None
 
     def _section_levels(
@@ -882,7 +894,6 @@ class _Chunker:
         """``_levels`` from ``top`` down to ``_SECTION``, with the sections in ``(s, e]`` looked up
         once, not once per level, and a level skipped when its candidates are those of the level
         above (which all failed, and would fail again)."""
-        limit, count = self.max_tokens, self.counter.count
         sections, found = self.sections, []
         for i in range(bisect_right(sections, (e, _SECTION + 6)) - 1, -1, -1):
             pos, lvl = sections[i]
@@ -897,17 +908,9 @@ class _Chunker:
             if candidates == tried:
                 continue
             tried = candidates
-            failed = 0
-            for b in candidates:
-                end = self._rstrip(s, b)
-                if end <= min_end:
-                    break
-                tokens = count(s, end)
-                if tokens <= limit:
-                    return b, end, tokens
-                failed += 1
-                if failed >= _MAX_FAILED_PER_LEVEL:
-                    break
+            best = self._first_fit(s, min_end, candidates, _MAX_FAILED_PER_LEVEL)
+            if best is not None:
+                return best
         return None
 
     def chunks(self) -> Iterator[Chunk]:

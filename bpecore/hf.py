@@ -581,8 +581,7 @@ _DEEPSEEK_CODER_DIGITS_PATTERN = _deepseek_coder_pattern(_DIGIT_SET)
 
 
 #: DeepSeek LLM's letters: Latin, Greek, Cyrillic, Armenian, Georgian, Cherokee, Glagolitic,
-#: Coptic, ... as one class of ranges (its file's, character for character; ``gguf`` has the
-#: same, ``test_hf.py`` checks).
+#: Coptic, ... as one class of ranges (its file's, character for character; ``gguf`` uses it).
 _DEEPSEEK_LLM_LETTERS = (
     "A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af"
     "\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1"

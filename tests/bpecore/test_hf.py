@@ -684,13 +684,6 @@ _LLM_TEXT = st.lists(
 ).map("".join)  # fmt: skip
 
 
-def test_deepseek_llm_letters_are_the_gguf_ones():
-    import bpecore.gguf
-    import bpecore.hf
-
-    assert bpecore.hf._DEEPSEEK_LLM_LETTERS == bpecore.gguf._DEEPSEEK_LLM_LETTERS
-
-
 @given(text=_LLM_TEXT)
 def test_hyp_deepseek_llm_is_one_regex(text):
     pre, rx = _chain("deepseek-llm")
