@@ -169,6 +169,34 @@ def boundary_ranks() -> dict[bytes, int]:
     return ranks
 
 
+def assert_exact_operations(enc, text: str, count) -> None:
+    """split_at, split_at_end, count_till_limit, interval counts, both counters and the chunker of
+    ``enc`` on ``text`` against their definitions over ``count`` (the reference's token count)."""
+    for n in (0, 2, 7, 20):
+        want = max(k for k in range(len(text) + 1) if count(text[:k]) <= n)
+        assert enc.split_at(text, n) == want, (text, n)
+        want = min(k for k in range(len(text) + 1) if count(text[k:]) <= n)
+        assert enc.split_at_end(text, n) == want, (text, n)
+        total = count(text)
+        assert enc.count_till_limit(text, n) == (total if total <= n else None)
+    ic = enc.interval_counter(text)
+    assert all(
+        ic.count(i, j) == count(text[i:j])
+        for i in range(0, len(text), 7)
+        for j in range(i, len(text) + 1, 5)
+    )
+    app, pre = enc.appendable_counter(), enc.prependable_counter()
+    for i in range(0, len(text), 9):
+        assert app.push(text[i : i + 9]) == count(text[: i + 9])
+    for i in range(len(text), 0, -11):
+        assert pre.push(text[max(0, i - 11) : i]) == count(text[max(0, i - 11) :])
+    pieces = list(bpecore.chunk(text, enc, max_tokens=12))
+    assert pieces
+    for piece in pieces:
+        assert piece.tokens == count(piece.text) <= 12
+        assert text[piece.start : piece.end] == piece.text
+
+
 def exact_encoding(name: str) -> bpecore.Encoding:
     """The shipped encodings by name, plus vocabularies the exact-operation tests need: r50k's
     pattern over cl100k ("r50k_pattern"; "llama3_pattern", "qwen2_pattern", "tekken_pattern",

@@ -27,7 +27,7 @@ import bpecore
 from bpecore.hf import _build, _rank_file
 from bpecore.llama import WholePieceEncoding
 from bpecore.load import bytes_to_unicode
-from tests.conftest import CORPORA, read_corpus
+from tests.conftest import CORPORA, assert_exact_operations, read_corpus
 
 tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers is the reference")
 
@@ -198,29 +198,7 @@ def test_exact_operations(pair):
     spelled = plain[:40] + " mnoha .::.:: x" + plain[40:70]
     assert not enc._spells_whole(plain) and enc._spells_whole(spelled)
     for text in (plain, spelled):
-        for n in (0, 2, 7, 20):
-            want = max(k for k in range(len(text) + 1) if count(text[:k]) <= n)
-            assert enc.split_at(text, n) == want, (text, n)
-            want = min(k for k in range(len(text) + 1) if count(text[k:]) <= n)
-            assert enc.split_at_end(text, n) == want, (text, n)
-            total = count(text)
-            assert enc.count_till_limit(text, n) == (total if total <= n else None)
-        ic = enc.interval_counter(text)
-        assert all(
-            ic.count(i, j) == count(text[i:j])
-            for i in range(0, len(text), 7)
-            for j in range(i, len(text) + 1, 5)
-        )
-        app, pre = enc.appendable_counter(), enc.prependable_counter()
-        for i in range(0, len(text), 9):
-            assert app.push(text[i : i + 9]) == count(text[: i + 9])
-        for i in range(len(text), 0, -11):
-            assert pre.push(text[max(0, i - 11) : i]) == count(text[max(0, i - 11) :])
-        pieces = list(bpecore.chunk(text, enc, max_tokens=12))
-        assert pieces
-        for piece in pieces:
-            assert piece.tokens == count(piece.text) <= 12
-            assert text[piece.start : piece.end] == piece.text
+        assert_exact_operations(enc, text, count)
 
 
 def _doc(pair) -> dict:

@@ -13,7 +13,7 @@ import bpecore
 from bpecore.llama import LLAMA3_PATTERN, LLAMA4_PATTERN, installed_path, special_token_names
 from bpecore.pretokenize import CL100K_PATTERN, O200K_PATTERN, pattern_kind, split
 from bpecore.reference import bpe_encode
-from tests.conftest import CORPORA, read_corpus
+from tests.conftest import CORPORA, assert_exact_operations, read_corpus
 
 DEFAULT_CHARS = 200_000  # per corpus in the default run; the slow run takes all of each
 
@@ -238,25 +238,4 @@ def test_llama3_horizon_operations_are_exact():
     assert not enc._spells_whole(plain)
     spelled = plain[:40] + whole[0] + " x" + whole[-1] + plain[40:70]
     for text in (plain, spelled):
-        count = enc.count
-        for n in (0, 2, 7, 20):
-            want = max(k for k in range(len(text) + 1) if count(text[:k]) <= n)
-            assert enc.split_at(text, n) == want, (text, n)
-            want = min(k for k in range(len(text) + 1) if count(text[k:]) <= n)
-            assert enc.split_at_end(text, n) == want, (text, n)
-        ic = enc.interval_counter(text)
-        assert all(
-            ic.count(i, j) == count(text[i:j])
-            for i in range(0, len(text), 7)
-            for j in range(i, len(text) + 1, 5)
-        )
-        app, pre = enc.appendable_counter(), enc.prependable_counter()
-        for i in range(0, len(text), 9):
-            assert app.push(text[i : i + 9]) == count(text[: i + 9])
-        for i in range(len(text), 0, -11):
-            assert pre.push(text[max(0, i - 11) : i]) == count(text[max(0, i - 11) :])
-        for piece in bpecore.chunk(text, enc, max_tokens=12):
-            assert (
-                piece.tokens == count(piece.text) <= 12
-                and text[piece.start : piece.end] == piece.text
-            )
+        assert_exact_operations(enc, text, enc.count)
