@@ -21,7 +21,9 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
 
-from bpecore._classes cimport PAT_NONE, PAT_REGEX
+from bpecore._classes cimport (
+    PAT_CL100K, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX, PAT_TEKKEN,
+)
 from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_bytes
 from bpecore.pretokenize cimport next_piece_end
@@ -143,6 +145,20 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
     return NO_TOKEN
 
 
+cdef inline bint _run_ends_shared(int kind) noexcept nogil:
+    """Patterns in which a piece that is one byte c repeated (c ASCII, not a digit), at least twice,
+    ends where the piece one c earlier ends: every alternative that can match such a run is greedy
+    and unbounded (letters, punctuation, ``\\s*[\\r\\n]+``, ``\\s+(?!\\S)``), and the digit
+    alternatives, which are bounded ({1,3}, single), are left out by ``_run_byte``. split_at_end
+    then reads a run once, not once per candidate inside it (tests/bpecore/test_split_runs.py)."""
+    return (kind == PAT_CL100K or kind == PAT_O200K or kind == PAT_R50K or kind == PAT_LLAMA3
+            or kind == PAT_QWEN2 or kind == PAT_TEKKEN)
+
+
+cdef inline bint _run_byte(uint8_t c) noexcept nogil:
+    return c < 0x80 and not (0x30 <= c <= 0x39)
+
+
 def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
     """Smallest char offset k with count(text[k:]) <= limit (see Encoding.split_at_end).
 
@@ -162,11 +178,14 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
     cdef int kind = encoder.kind
     s = <const uint8_t*>PyUnicode_AsUTF8AndSize(text, &n)
     cdef Py_ssize_t nchars = len(text)
-    cdef vector[Py_ssize_t] ref_count      # ref_count[x - k0]: tokens of the reference pieces from x on, -1 if x is not a boundary
+    cdef vector[Py_ssize_t] ref_count      # ref_count[x - k0]: count(text[x:]) (pieces cut from x on), -1 if not known yet
+    cdef vector[Py_ssize_t] chain, chain_count
     cdef vector[uint32_t] first, cnt_first  # first-token table of the anchored piece, index x - k0
     cdef vector[uint32_t] scratch, out
     cdef vector[uint64_t] bits
     cdef Py_ssize_t anchor = -1, anchor_lo = 0, ends_count
+    cdef Py_ssize_t run_e = -1, j  # end of the last candidate's piece when it is one ASCII byte repeated
+    cdef bint runs = _run_ends_shared(kind)
     cdef vector[Py_ssize_t] ref_ends
     # window: no k below n - (limit + 1) * maxlen bytes can fit
     k0 = n - (limit + 1) * maxlen
@@ -201,7 +220,17 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
                 k -= 1
             chars_right += 1
             # cut from k until a reference boundary
-            e = n if kind == PAT_NONE else next_piece_end(kind, s, n, k)
+            if run_e >= 0 and s[k] == s[k + 1]:
+                e = run_e  # the piece from k + 1 is s[k] repeated: the one from k ends there too
+            else:
+                e = n if kind == PAT_NONE else next_piece_end(kind, s, n, k)
+                run_e = -1
+                if runs and e - k >= 2 and _run_byte(s[k]):
+                    j = k + 1
+                    while j < e and s[j] == s[k]:
+                        j += 1
+                    if j == e:
+                        run_e = e
             if e != anchor:
                 anchor = e
                 anchor_lo = e
@@ -211,13 +240,23 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
                                                     first.data(), scratch)
                 cnt_first[anchor_lo - k0] = 1 + (0 if anchor_lo + token_len(v, first[anchor_lo - k0]) == anchor
                                                  else cnt_first[anchor_lo + token_len(v, first[anchor_lo - k0]) - k0])
-            total = cnt_first[k - k0]
+            # count(text[e:]): cut from e until a position already counted, then remember the
+            # count from every position passed (cutting from a position is deterministic), so
+            # each position is cut from once per call (digit triples out of phase with the
+            # reference cut would otherwise re-cut the rest of the window per candidate)
             pos = e
+            chain.clear()
             while ref_count[pos - k0] < 0:
-                e = next_piece_end(kind, s, n, pos)
-                total += count_bytes(v, s + pos, e - pos, out, bits)
-                pos = e
-            total += ref_count[pos - k0]
+                chain.push_back(pos)
+                x = next_piece_end(kind, s, n, pos)
+                chain_count.push_back(count_bytes(v, s + pos, x - pos, out, bits))
+                pos = x
+            total = ref_count[pos - k0]
+            for j in range(<Py_ssize_t>chain.size() - 1, -1, -1):
+                total += chain_count[j]
+                ref_count[chain[j] - k0] = total
+            chain_count.clear()
+            total = cnt_first[k - k0] + ref_count[e - k0]
             if total <= limit:
                 best = nchars - chars_right
     return best

@@ -5,7 +5,11 @@ compared with the definitions over encode (DESIGN.md): split_at is the largest k
 count(text[:k]) <= n, split_at_end the smallest k with count(text[k:]) <= n.
 """
 
+import time
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import bpecore
 
@@ -49,3 +53,36 @@ def test_long_run_sampled_n(enc, fill):
     for n in (0, 1, 2, 3, 7, 13, 50, 99, 200, max(suffix)):
         assert enc.split_at_end(text, n) == min(k for k, c in enumerate(suffix) if c <= n), n
         assert enc.split_at(text, n) == max(k for k, c in enumerate(prefix) if c <= n), n
+
+
+#: Runs of these, in any order and length, joined: letters of both cases, digits (cut in triples
+#: that fall out of phase with a run's start), whitespace and line breaks, punctuation and the
+#: apostrophe of the contractions, a non-ASCII letter and a CJK character.
+_RUN_CHARS = "aAs'7 \n\r\t!.é日"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(st.sampled_from(_RUN_CHARS), st.integers(1, 12)), min_size=1, max_size=6
+    ),
+    name=st.sampled_from(["cl100k_base", "o200k_base", "r50k_base"]),
+)
+def test_hyp_joined_runs_every_n(runs, name):
+    """split_at_end reuses a run's piece end and every position's count within one call:
+    joined runs of every class against the definitions, every n."""
+    _check_all_n(bpecore.get_encoding(name), "".join(c * m for c, m in runs))
+
+
+@pytest.mark.parametrize("fill", ["a", " ", "7", "\n", "!"])
+def test_split_at_end_linear_in_n(enc, fill):
+    """1 MB of one ASCII character: split_at_end at n = 10,000 costs about 10x n = 1,000 (it
+    was 100x: each candidate in the window re-read the run, or re-cut digit triples out of
+    phase with the reference cut, to the window's end). Process time, generous bound."""
+    text = fill * 1_000_000
+    times = []
+    for n in (1000, 10000):
+        t0 = time.process_time()
+        enc.split_at_end(text, n)
+        times.append(time.process_time() - t0)
+    assert times[1] < max(40 * times[0], 0.05), times
