@@ -68,12 +68,11 @@ def with_port(cmd: list[str], port: int) -> list[str]:
 class Server:
     """A uvicorn child process; ``stop()`` sends SIGTERM and returns the exit code."""
 
-    def __init__(self, cmd: list[str], env: dict[str, str], port: int) -> None:
+    def __init__(self, cmd: list[str], env: dict[str, str], port: int, log_dir: Path) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.ws_url = f"ws://127.0.0.1:{port}"
-        self.log_path = ROOT / "build" / f"service-test-{port}.log"
-        self.log_path.parent.mkdir(exist_ok=True)
+        self.log_path = log_dir / f"service-{port}.log"
         self.log = open(self.log_path, "wb")
         full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
         self.proc = subprocess.Popen(
@@ -128,8 +127,10 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def start_server():
+def start_server(tmp_path_factory):
+    """Starts servers; each one's log is kept in pytest's temporary directory (the last runs' are kept)."""
     servers: list[Server] = []
+    log_dir = tmp_path_factory.mktemp("service-logs")
 
     def start(env: dict[str, str] | None = None, cmd: list[str] | None = None) -> Server:
         port = free_port()
@@ -137,7 +138,10 @@ def start_server():
         if "--port" in cmd:
             cmd = with_port(cmd, port)
         server = Server(
-            cmd, {"BPESVC_HOST": "127.0.0.1", "BPESVC_PORT": str(port), **(env or {})}, port
+            cmd,
+            {"BPESVC_HOST": "127.0.0.1", "BPESVC_PORT": str(port), **(env or {})},
+            port,
+            log_dir,
         )
         servers.append(server)
         return server
