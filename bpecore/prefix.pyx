@@ -21,12 +21,15 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
 
+from libc.string cimport memcmp
+
 from bpecore._classes cimport (
-    PAT_CL100K, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX, PAT_TEKKEN,
+    BPE_UT_N, PAT_CL100K, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX,
+    PAT_TEKKEN,
 )
 from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_bytes
-from bpecore.pretokenize cimport next_piece_end
+from bpecore.pretokenize cimport char_flags_fast, next_piece_end
 from bpecore.utf8 cimport is_lead
 from bpecore.vocab cimport Vocab, VocabView, hash_u64, is_valid_pair, token_len, trie_child
 
@@ -146,17 +149,23 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
 
 
 cdef inline bint _run_ends_shared(int kind) noexcept nogil:
-    """Patterns in which a piece that is one byte c repeated (c ASCII, not a digit), at least twice,
-    ends where the piece one c earlier ends: every alternative that can match such a run is greedy
-    and unbounded (letters, punctuation, ``\\s*[\\r\\n]+``, ``\\s+(?!\\S)``), and the digit
-    alternatives, which are bounded ({1,3}, single), are left out by ``_run_byte``. split_at_end
-    then reads a run once, not once per candidate inside it (tests/bpecore/test_split_runs.py)."""
+    """Patterns in which a piece that is one character c repeated (c not a numeral), at least
+    twice, ends where the piece one c earlier ends: every alternative that can match such a run
+    is greedy and unbounded (letters and marks, punctuation and symbols, ``\\s*[\\r\\n]+``,
+    ``\\s+(?!\\S)``), and the numeral alternatives, which are bounded ({1,3}, single), are left
+    out by ``_run_width``. split_at_end then reads a run once, not once per candidate inside it
+    (tests/bpecore/test_split_runs.py)."""
     return (kind == PAT_CL100K or kind == PAT_O200K or kind == PAT_R50K or kind == PAT_LLAMA3
             or kind == PAT_QWEN2 or kind == PAT_TEKKEN)
 
 
-cdef inline bint _run_byte(uint8_t c) noexcept nogil:
-    return c < 0x80 and not (0x30 <= c <= 0x39)
+cdef inline Py_ssize_t _run_width(const uint8_t* s, Py_ssize_t k) noexcept nogil:
+    """Bytes of the character at ``k`` when a run of it may share its piece end (not \\p{N}),
+    else 0."""
+    cdef Py_ssize_t w
+    if char_flags_fast(s, k, &w) & BPE_UT_N:
+        return 0
+    return w
 
 
 def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
@@ -184,7 +193,8 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
     cdef vector[uint32_t] scratch, out
     cdef vector[uint64_t] bits
     cdef Py_ssize_t anchor = -1, anchor_lo = 0, ends_count
-    cdef Py_ssize_t run_e = -1, j  # end of the last candidate's piece when it is one ASCII byte repeated
+    cdef Py_ssize_t run_e = -1, run_w = 0, j  # end of the last candidate's piece when it is one
+    # character (of run_w bytes) repeated
     cdef bint runs = _run_ends_shared(kind)
     cdef vector[Py_ssize_t] ref_ends
     # window: no k below n - (limit + 1) * maxlen bytes can fit
@@ -220,17 +230,19 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
                 k -= 1
             chars_right += 1
             # cut from k until a reference boundary
-            if run_e >= 0 and s[k] == s[k + 1]:
-                e = run_e  # the piece from k + 1 is s[k] repeated: the one from k ends there too
+            if run_e >= 0 and memcmp(s + k, s + k + run_w, run_w) == 0:
+                e = run_e  # the piece one character on is this one repeated: it ends there too
             else:
                 e = n if kind == PAT_NONE else next_piece_end(kind, s, n, k)
                 run_e = -1
-                if runs and e - k >= 2 and _run_byte(s[k]):
-                    j = k + 1
-                    while j < e and s[j] == s[k]:
-                        j += 1
-                    if j == e:
-                        run_e = e
+                if runs:
+                    run_w = _run_width(s, k)
+                    if run_w and e - k >= 2 * run_w and (e - k) % run_w == 0:
+                        j = k + run_w
+                        while j < e and memcmp(s + j, s + k, run_w) == 0:
+                            j += run_w
+                        if j == e:
+                            run_e = e
             if e != anchor:
                 anchor = e
                 anchor_lo = e

@@ -14,6 +14,10 @@ from hypothesis import strategies as st
 import bpecore
 
 FILLS = ["a", " ", "7", "\n", "日", "é", "ab cd ", "!"]
+#: Runs of one non-ASCII character of every class the scanners tell apart: upper and lower case,
+#: a mark, Unicode whitespace, punctuation, a symbol of four UTF-8 bytes, and numerals (a decimal
+#: digit, a letter-like numeral, another numeral), which the split_at_end run shortcut leaves out.
+WIDE_FILLS = ["Ä", "ß", "\u0301", "\u3000", "\u00a0", "…", "😀", "٣", "Ⅻ", "①"]
 SHAPES = [
     ("", ""),
     ("b", ""),
@@ -25,6 +29,29 @@ SHAPES = [
 @pytest.fixture(scope="module", params=["cl100k_base", "o200k_base"])
 def enc(request):
     return bpecore.get_encoding(request.param)
+
+
+def _qwen2_kind():
+    """Qwen2's pattern (single digits, o200k's whitespace) over cl100k's ranks: its scanner kind."""
+    from bpecore.pretokenize import QWEN2_PATTERN
+
+    base = bpecore.get_encoding("cl100k_base")
+    return bpecore.Encoding("qwen2-pattern", base._mergeable_ranks, QWEN2_PATTERN, {})
+
+
+#: Every scanner kind whose split_at_end takes the run shortcut.
+_KINDS = {
+    "cl100k_base": lambda: bpecore.get_encoding("cl100k_base"),
+    "o200k_base": lambda: bpecore.get_encoding("o200k_base"),
+    "r50k_base": lambda: bpecore.get_encoding("r50k_base"),
+    "tekken": lambda: bpecore.get_encoding("tekken"),
+    "qwen2": _qwen2_kind,
+}
+
+
+@pytest.fixture(scope="module", params=sorted(_KINDS))
+def kind_enc(request):
+    return _KINDS[request.param]()
 
 
 def _check_all_n(enc, text):
@@ -44,7 +71,16 @@ def test_runs_every_n(enc, fill, head, tail):
         _check_all_n(enc, head + fill * m + tail)
 
 
-@pytest.mark.parametrize("fill", ["a", " ", "7"])
+@pytest.mark.parametrize("fill", WIDE_FILLS)
+@pytest.mark.parametrize("head,tail", SHAPES)
+def test_wide_runs_every_n(kind_enc, fill, head, tail):
+    """Runs of a non-ASCII character share their piece end like ASCII ones (numerals excepted):
+    every n against the definitions, on every kind with the shortcut."""
+    for m in (1, 2, 3, 5, 8, 17):
+        _check_all_n(kind_enc, head + fill * m + tail)
+
+
+@pytest.mark.parametrize("fill", ["a", " ", "7", "日", "😀"])
 def test_long_run_sampled_n(enc, fill):
     # past the 32-byte threshold of the run path and several periods of its last tokens
     text = "b" + fill * 400 + " x"
@@ -58,7 +94,7 @@ def test_long_run_sampled_n(enc, fill):
 #: Runs of these, in any order and length, joined: letters of both cases, digits (cut in triples
 #: that fall out of phase with a run's start), whitespace and line breaks, punctuation and the
 #: apostrophe of the contractions, a non-ASCII letter and a CJK character.
-_RUN_CHARS = "aAs'7 \n\r\t!.é日"
+_RUN_CHARS = "aAs'7 \n\r\t!.é日Ä\u0301\u3000…😀٣"
 
 
 @settings(max_examples=150, deadline=None)
@@ -66,17 +102,26 @@ _RUN_CHARS = "aAs'7 \n\r\t!.é日"
     runs=st.lists(
         st.tuples(st.sampled_from(_RUN_CHARS), st.integers(1, 12)), min_size=1, max_size=6
     ),
-    name=st.sampled_from(["cl100k_base", "o200k_base", "r50k_base"]),
+    name=st.sampled_from(sorted(_KINDS)),
 )
 def test_hyp_joined_runs_every_n(runs, name):
     """split_at_end reuses a run's piece end and every position's count within one call:
     joined runs of every class against the definitions, every n."""
-    _check_all_n(bpecore.get_encoding(name), "".join(c * m for c, m in runs))
+    _check_all_n(_encoding(name), "".join(c * m for c, m in runs))
 
 
-@pytest.mark.parametrize("fill", ["a", " ", "7", "\n", "!"])
+_MADE: dict = {}
+
+
+def _encoding(name):
+    if name not in _MADE:
+        _MADE[name] = _KINDS[name]()
+    return _MADE[name]
+
+
+@pytest.mark.parametrize("fill", ["a", " ", "7", "\n", "!", "日", "é", "\u3000", "😀", "٣"])
 def test_split_at_end_linear_in_n(enc, fill):
-    """1 MB of one ASCII character: split_at_end at n = 10,000 costs about 10x n = 1,000 (it
+    """1 MB of one character: split_at_end at n = 10,000 costs about 10x n = 1,000 (it
     was 100x: each candidate in the window re-read the run, or re-cut digit triples out of
     phase with the reference cut, to the window's end). Process time, generous bound."""
     text = fill * 1_000_000
