@@ -2092,6 +2092,77 @@ def shortest_suffix_within(enc: Encoding, text: str, start: int, n: int) -> int:
     return len(text)
 
 
+def longest_prefix_by_added(enc: HFEncoding, matcher: _Matcher, window: str, n: int) -> int | None:
+    """``split_at`` of a window holding added tokens, cut at them (``HFEncoding._added_cut``).
+
+    Leftmost-longest matching has no look-behind, so a prefix ``window[:k]`` is cut as the
+    window is up to the end ``e`` of the last match that ends at or before ``k``, and from there
+    as ``window[e:k]`` alone: ``count(window[:k]) = C(e) + count(window[e:k])``, where ``C(e)``
+    adds 1 per match and the pipeline's count of each segment between matches. ``C`` only grows,
+    so the answer lies between the end of the last match with ``C <= n`` and the end of the next
+    one: up to that match's start, the segment's own ``split_at``; inside the match (a few
+    characters), each end counted. None when a token read as text occurs (its match hides what
+    it overlaps): the caller's slower path.
+    """
+    skip = enc._special_ids
+    total = e = 0
+    for m in matcher.rx.finditer(window):
+        if matcher.by_text[m.group()].id in skip:
+            return None
+        s, end = m.span()
+        more = (enc.count(window[e:s]) if s > e else 0) + 1
+        if total + more <= n:
+            total, e = total + more, end
+            continue
+        for k in range(end - 1, s, -1):
+            if total + enc.count(window[e:k]) <= n:
+                return k
+        return e + enc.split_at(window[e:s], n - total)
+    return e + enc.split_at(window[e:], n - total)
+
+
+def shortest_suffix_by_added(
+    enc: HFEncoding, matcher: _Matcher, text: str, start: int, n: int
+) -> int | None:
+    """``split_at_end`` over ``text[start:]`` holding added tokens, the mirror of
+    ``longest_prefix_by_added``.
+
+    The cut of a suffix ``text[k:]`` starts at the first position ``s >= k`` where a token
+    starts (the longest one there, ending at ``E(s)``; ``S`` is every such position, found by
+    one overlapped search), so ``count(text[k:]) = P(text[k:s]) + 1 + count(text[E(s):])``, P
+    the pipeline's count of a text without added tokens. ``count(text[E(s):])`` is filled in
+    for every ``s`` from the right (each from the next ``S`` after ``E(s)``; a segment counted
+    from at most as many starts as a token has characters). The candidates ``k`` between two
+    positions of ``S`` share ``s``: the first stretch with a ``k`` that fits gives the answer,
+    by that stretch's own ``split_at_end``. None when a token read as text occurs.
+    """
+    window = text[start:]
+    skip = enc._special_ids
+    ends: dict[int, int] = {}
+    for m in matcher.rx.finditer(window, overlapped=True):
+        if matcher.by_text[m.group()].id in skip:
+            return None
+        ends[m.start()] = m.end()
+    starts = list(ends)  # ascending
+    rest = {len(window): 0}  # count(window[y:]) for y = E(s)
+    for y in sorted(set(ends.values()), reverse=True):
+        if y in rest:
+            continue
+        j = bisect.bisect_left(starts, y)
+        if j == len(starts):
+            rest[y] = enc.count(window[y:])
+            continue
+        s = starts[j]
+        rest[y] = (enc.count(window[y:s]) if s > y else 0) + 1 + rest[ends[s]]
+    lo = 0
+    for s in starts:
+        room = n - 1 - rest[ends[s]]
+        if room >= 0:
+            return start + (s if s == lo else lo + enc.split_at_end(window[lo:s], room))
+        lo = s + 1
+    return start + lo + enc.split_at_end(window[lo:], n)
+
+
 class HFEncoding(Encoding):
     """An ``Encoding`` whose text goes through a `tokenizers` pipeline before the compiled BPE.
 
@@ -2395,6 +2466,34 @@ class HFEncoding(Encoding):
         norm = self._normalizer
         return norm is None or text.isascii() or _not_inert(norm.forms).search(text) is None
 
+    def _added_cut(self, window: str) -> _Matcher | None:
+        """The matcher whose added tokens occur in ``window`` when ``split_at`` /
+        ``split_at_end`` may cut it at them (``longest_prefix_by_added``), else None: no token
+        strips the whitespace around it or needs a whole word (both read the text around the
+        match), and the other matcher's tokens occur nowhere in the window; the normalized
+        ones are matched only where the normalizer leaves every slice as it is, so that their
+        offsets are the text's."""
+        if self._strips or self.__dict__.setdefault(
+            "_single_word",
+            any(
+                a.single_word for a in [*self._raw.by_text.values(), *self._normed.by_text.values()]
+            ),
+        ):
+            return None
+        raw_found = self._raw.search(window)
+        if raw_found and self._normed.rx is None:
+            return self._raw
+        norm = self._normalizer
+        if norm is not None and (
+            norm.forms is None
+            or not (window.isascii() or _not_inert(norm.forms).search(window) is None)
+        ):
+            return None
+        normed_found = self._normed.search(window)
+        if raw_found != normed_found:
+            return self._raw if raw_found else self._normed
+        return None
+
     def _as_stages(self, text: str) -> bool:
         """Whether ``text`` and all its slices are counted by the stages and BPE alone: no added
         token's text in it, no character the pipeline drops (a byte the vocab lacks) and a
@@ -2507,6 +2606,11 @@ class HFEncoding(Encoding):
             return plain.split_at(window, n)
         if self._as_stages(window):
             return longest_prefix_by_horizon(self._stages, window, n, self._count_from, bound)
+        matcher = self._added_cut(window)
+        if matcher is not None:
+            found = longest_prefix_by_added(self, matcher, window, n)
+            if found is not None:
+                return found
         return longest_prefix_within(self, window, n)
 
     def split_at_end(self, text: str, n: int) -> int:
@@ -2541,6 +2645,11 @@ class HFEncoding(Encoding):
             return start + plain.split_at_end(window, n)
         if self._as_stages(window):
             k = shortest_suffix_by_horizon(self._stages, text, start, n, self._count_from)
+            if k is not None:
+                return k
+        matcher = self._added_cut(window)
+        if matcher is not None:
+            k = shortest_suffix_by_added(self, matcher, text, start, n)
             if k is not None:
                 return k
         return shortest_suffix_within(self, text, start, n)

@@ -99,6 +99,12 @@ def _starcoder():
     )
 
 
+def _neox_like():
+    """GPT-NeoX: NFC and GPT-2's ByteLevel regex; its added tokens (``_build``) are runs of spaces,
+    matched before the pipeline, so a text of spaces is cut at them."""
+    return normalizers.NFC(), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+
+
 CONFIGS = {
     "qwen-nfc": _qwen_nfc,
     "deepseek-chained": _deepseek_chained,
@@ -106,7 +112,12 @@ CONFIGS = {
     "deepseek-coder": _deepseek_coder,
     "falcon": _falcon,
     "starcoder": _starcoder,
+    "neox-like": _neox_like,
 }
+#: neox-like's added tokens besides the specials and "hello": GPT-NeoX's runs of spaces (here 2-8)
+#: and overlapping tokens, where leftmost-longest matching of a prefix or a suffix differs from
+#: the whole text's.
+NEOX_ADDED = [" " * k for k in range(2, 9)] + ["qz", "qzx", "zxw", "xw", "\t\t"]
 #: The pipelines whose split_at takes the horizon pass on a text without added tokens.
 HORIZON_KINDS = ["deepseek-chained", "deepseek-coder", "falcon", "starcoder"]
 KINDS = [*CONFIGS, "tekken"]
@@ -133,6 +144,8 @@ def _build(kind: str, directory) -> str:
         ]
     )
     tok.add_tokens([AddedToken("hello", normalized=True)])
+    if kind == "neox-like":
+        tok.add_tokens([AddedToken(text, normalized=False) for text in NEOX_ADDED])
     path = directory / f"{kind}.json"
     path.write_text(json.dumps(json.loads(tok.to_str()), ensure_ascii=False))
     return str(path)
@@ -242,6 +255,45 @@ def test_split_at_takes_the_horizon_pass(encodings, kind, monkeypatch):
         n = rng.randrange(0, 40)
         assert enc.split_at(piece, n) == _split_at_ref(count, piece, n), (piece, n)
         assert enc.split_at_end(piece, n) == _split_at_end_ref(count, piece, n), (piece, n)
+
+
+def test_split_cuts_at_added_tokens(encodings, monkeypatch):
+    """A text holding added tokens (GPT-NeoX's runs of spaces) is cut at them: split_at and
+    split_at_end count no candidate from scratch, and equal brute force."""
+    import bpecore.hf
+
+    def refuse(*args):
+        raise AssertionError("the candidate loop ran")
+
+    monkeypatch.setattr(bpecore.hf, "longest_prefix_within", refuse)
+    monkeypatch.setattr(bpecore.hf, "shortest_suffix_within", refuse)
+    enc, count = encodings["neox-like"]
+    code = read_corpus("code")[:1500]
+    for text in (
+        code,
+        " " * 300,
+        "qzxw" * 40 + "  xw qz",
+        "x" + " " * 41 + "qzx" + "a" * 4,
+        "hello hello,hello",
+    ):
+        for n in (0, 1, 2, 5, 13, 40):
+            assert enc.split_at(text, n) == _split_at_ref(count, text, n), (text, n)
+            assert enc.split_at_end(text, n) == _split_at_end_ref(count, text, n), (text, n)
+
+
+_ADDED_TEXT = st.lists(
+    st.sampled_from(["q", "z", "x", "w", "qz", "zxw", " ", "   ", "\t", "a", "hello", "é", "\n"]),
+    max_size=24,
+).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=_ADDED_TEXT, n=st.integers(0, 14))
+def test_hyp_split_at_added_tokens(encodings, text, n):
+    """Overlapping added tokens and runs of spaces, cut at any n, against brute force."""
+    enc, count = encodings["neox-like"]
+    assert enc.split_at(text, n) == _split_at_ref(count, text, n)
+    assert enc.split_at_end(text, n) == _split_at_end_ref(count, text, n)
 
 
 #: Long runs of one character (what ``RunBound`` passes over) between and around short mixed
