@@ -19,6 +19,7 @@ cdef enum:
     SHAPE_WORD = 1    #: [prefix] letters; one more letter (of the right case for o200k) extends it
     SHAPE_SPACE = 2   #: whitespace only; one more whitespace character extends it (o200k: see _extends)
     SHAPE_PUNCT = 3   #: [space] then punctuation (not \s, \p{L}, \p{N}; o200k: nor \p{M}); one more extends it
+    SHAPE_NUMBER = 4  #: r50k: [space] then \p{N}+ (`` ?\p{N}+``, unbounded); one more \p{N} extends it
 
 
 cdef struct MemoEntry:

@@ -6,7 +6,8 @@ the text) are summed once; the unstable tail (usually the last one or two pieces
 each push, and the last piece's prefix-last-token table (``prefix.last_token``) is extended, not
 rebuilt, while its start stays put. Appending one character that provably extends the last piece
 (a letter to a word, a space to a run of spaces: ``_extends``) skips the re-cut, so a 1 MB run
-pushed a character at a time stays linear (about 3 trie walks per byte of English). Worst input:
+pushed a character at a time stays linear (about 3 trie walks per byte of English; r50k's
+unbounded numbers too). Worst input:
 a long unstable tail that no rule extends (o200k, "(" followed by a long run of non-ASCII
 letters) is re-cut per push. Memory: the text plus 8 bytes per byte of the last piece, plus the
 memo of short pieces (24 KB on the first push, doubling while it misses, at most 384 KB).
@@ -286,6 +287,8 @@ cdef class Appender:
                 self.shape_flag = True
                 return True
             return (fl & (BPE_UT_LU | BPE_UT_LT)) != 0 and not self.shape_flag
+        if self.shape == SHAPE_NUMBER:
+            return (fl & BPE_UT_N) != 0
         if self.shape == SHAPE_PUNCT:
             return not (fl & (F_L | BPE_UT_N | BPE_UT_WS)) and not (o200k_words(self.kind) and (fl & BPE_UT_M))
         if self.shape == SHAPE_SPACE and (fl & BPE_UT_WS):
@@ -318,6 +321,15 @@ cdef class Appender:
         if self.kind == PAT_DEEPSEEK3:
             _set_deepseek_shape(self)
             return
+        if self.kind == PAT_R50K and (c0 == 0x20 or (fl0 & BPE_UT_N)):
+            # `` ?\p{N}+``: the piece is its numerals (after one space) to the end
+            q = p0 + 1 if c0 == 0x20 else p0
+            if q < n and (char_flags(s, q, &w) & BPE_UT_N):
+                while q < n and (char_flags(s, q, &w) & BPE_UT_N):
+                    q += w
+                if q == n:
+                    self.shape = SHAPE_NUMBER
+                return
         if fl0 & F_L:
             q = p0
         elif c0 == 0x0A or c0 == 0x0D or (fl0 & BPE_UT_N):

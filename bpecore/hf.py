@@ -2463,10 +2463,23 @@ class HFEncoding(Encoding):
             return False
         return self._no_added(text)
 
+    def _none_cut(self, text: str) -> bool:
+        """Whether ``count`` cuts no added token out of ``text`` or any slice of it: no
+        non-special added token's text occurs (special tokens' texts are read as text by
+        ``count``, and so by split_at, split_at_end, interval counts and the counters)."""
+        cut = self.__dict__.get("_cut_matchers")
+        if cut is None:
+            cut = self.__dict__["_cut_matchers"] = tuple(
+                _Matcher([(t, a) for t, a in m.by_text.items() if not a.special])
+                for m in (self._raw, self._normed)
+            )
+        return not cut[0].search(text) and not cut[1].search(text)
+
     def _left_alone(self, text: str) -> bool:
-        """Whether the pipeline runs every slice of ``text`` as the plain encoding would: no added
-        token's text occurs in it and the normalizer changes none of its slices."""
-        if not self._no_added(text) or (self._dropping is not None and self._dropping.search(text)):
+        """Whether the pipeline runs every slice of ``text`` as the plain encoding would (as
+        ``count`` runs it): no added token is cut out of it (``_none_cut``) and the normalizer
+        changes none of its slices."""
+        if not self._none_cut(text) or (self._dropping is not None and self._dropping.search(text)):
             return False
         if self._cut_inside(text):
             return False
@@ -2503,13 +2516,13 @@ class HFEncoding(Encoding):
 
     def _as_stages(self, text: str) -> bool:
         """Whether ``text`` and all its slices are counted by the stages and BPE alone: no added
-        token's text in it, no character the pipeline drops (a byte the vocab lacks) and a
+        token cut out of it (``_none_cut``), no character the pipeline drops (a byte the vocab lacks) and a
         normalizer (if any) that changes none of its slices."""
         if self._dropping is not None and self._dropping.search(text) is not None:
             return False
         norm = self._normalizer
         if norm is None:
-            return self._no_added(text)
+            return self._none_cut(text)
         return norm.forms is not None and self._left_alone(text)
 
     def _count_from(self, first: int, text: str, limit: int) -> int | None:

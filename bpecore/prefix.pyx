@@ -149,21 +149,21 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
 
 
 cdef inline bint _run_ends_shared(int kind) noexcept nogil:
-    """Patterns in which a piece that is one character c repeated (c not a numeral), at least
-    twice, ends where the piece one c earlier ends: every alternative that can match such a run
-    is greedy and unbounded (letters and marks, punctuation and symbols, ``\\s*[\\r\\n]+``,
-    ``\\s+(?!\\S)``), and the numeral alternatives, which are bounded ({1,3}, single), are left
-    out by ``_run_width``. split_at_end then reads a run once, not once per candidate inside it
+    """Patterns in which a piece that is one character c repeated, at least twice, ends where
+    the piece one c earlier ends: every alternative that can match such a run is greedy and
+    unbounded (letters and marks, punctuation and symbols, ``\\s*[\\r\\n]+``, ``\\s+(?!\\S)``,
+    r50k's numbers), and the numeral alternatives that are bounded ({1,3}, single) are left out
+    by ``_run_width``. split_at_end then reads a run once, not once per candidate inside it
     (tests/bpecore/test_split_runs.py)."""
     return (kind == PAT_CL100K or kind == PAT_O200K or kind == PAT_R50K or kind == PAT_LLAMA3
             or kind == PAT_QWEN2 or kind == PAT_TEKKEN)
 
 
-cdef inline Py_ssize_t _run_width(const uint8_t* s, Py_ssize_t k) noexcept nogil:
-    """Bytes of the character at ``k`` when a run of it may share its piece end (not \\p{N}),
-    else 0."""
+cdef inline Py_ssize_t _run_width(int kind, const uint8_t* s, Py_ssize_t k) noexcept nogil:
+    """Bytes of the character at ``k`` when a run of it may share its piece end, else 0: not
+    \\p{N}, which the patterns cut in bounded pieces, but r50k's `` ?\\p{N}+``."""
     cdef Py_ssize_t w
-    if char_flags_fast(s, k, &w) & BPE_UT_N:
+    if char_flags_fast(s, k, &w) & BPE_UT_N and kind != PAT_R50K:
         return 0
     return w
 
@@ -236,7 +236,7 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
                 e = n if kind == PAT_NONE else next_piece_end(kind, s, n, k)
                 run_e = -1
                 if runs:
-                    run_w = _run_width(s, k)
+                    run_w = _run_width(kind, s, k)
                     if run_w and e - k >= 2 * run_w and (e - k) % run_w == 0:
                         j = k + run_w
                         while j < e and memcmp(s + j, s + k, run_w) == 0:

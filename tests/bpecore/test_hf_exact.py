@@ -197,16 +197,19 @@ def _split_at_end_ref(count, text: str, n: int) -> int:
 
 
 def test_paths(encodings):
-    """Pipelines stay pipelines; a text the pipeline leaves alone takes the compiled counter."""
+    """Pipelines stay pipelines; a text the pipeline leaves alone takes the compiled counter,
+    also when it holds special tokens' texts (``count`` reads them as text)."""
     for kind in CONFIGS:
         assert isinstance(encodings[kind][0], HFEncoding), kind
     qwen = encodings["qwen-nfc"][0]
-    assert isinstance(qwen.interval_counter("plain text, é and 日本"), _OwnedCounter)
-    for text in ("e\u0301", "a hello", "x<|im_start|>", "\u1100\u1161"):
+    for text in ("plain text, é and 日本", "x<|im_start|>", "<|endoftext|>x"):
+        assert isinstance(qwen.interval_counter(text), _OwnedCounter), text
+    for text in ("e\u0301", "a hello", "x<|im_start|> hello", "\u1100\u1161"):
         assert isinstance(qwen.interval_counter(text), _SliceCounter), text
     deepseek = encodings["deepseek-chained"][0]  # DeepSeek V3's chain: one derived regex
     assert isinstance(deepseek.interval_counter("plain 123 日本"), _OwnedCounter)
-    assert isinstance(deepseek.interval_counter("x<|im_start|>"), _SliceCounter)
+    assert isinstance(deepseek.interval_counter("x<|im_start|>"), _OwnedCounter)
+    assert isinstance(deepseek.interval_counter("x hello"), _SliceCounter)
     assert encodings["dropping"][0]._token_span() is None  # Replace may delete: no window
 
 
@@ -255,6 +258,25 @@ def test_split_at_takes_the_horizon_pass(encodings, kind, monkeypatch):
         n = rng.randrange(0, 40)
         assert enc.split_at(piece, n) == _split_at_ref(count, piece, n), (piece, n)
         assert enc.split_at_end(piece, n) == _split_at_end_ref(count, piece, n), (piece, n)
+
+
+@pytest.mark.parametrize("kind", ["qwen-nfc", "deepseek-chained", "falcon"])
+def test_special_texts_take_the_fast_paths(encodings, kind, monkeypatch):
+    """Special tokens' texts are plain text to ``count``: split_at and split_at_end of a chat
+    transcript holding them count no candidate from scratch, and equal brute force."""
+    import bpecore.hf
+
+    def refuse(*args):
+        raise AssertionError("the candidate loop ran")
+
+    monkeypatch.setattr(bpecore.hf, "longest_prefix_within", refuse)
+    monkeypatch.setattr(bpecore.hf, "shortest_suffix_within", refuse)
+    enc, count = encodings[kind]
+    turn = "<|im_start|>user\nWhat is 2 + 2?<|endoftext|>\n<|im_start|>assistant\n4, of course."
+    text = turn * 4
+    for n in (0, 1, 3, 11, 40):
+        assert enc.split_at(text, n) == _split_at_ref(count, text, n), n
+        assert enc.split_at_end(text, n) == _split_at_end_ref(count, text, n), n
 
 
 def test_split_cuts_at_added_tokens(encodings, monkeypatch):
