@@ -20,6 +20,7 @@ cdef enum:
     SHAPE_SPACE = 2   #: whitespace only; one more whitespace character extends it (o200k: see _extends)
     SHAPE_PUNCT = 3   #: [space] then punctuation (not \s, \p{L}, \p{N}; o200k: nor \p{M}); one more extends it
     SHAPE_NUMBER = 4  #: r50k: [space] then \p{N}+ (`` ?\p{N}+``, unbounded); one more \p{N} extends it
+    SHAPE_CJK = 5     #: DeepSeek V3: a run of its CJK set (its first Split, unbounded); one more CJK character (not \p{N}) extends it
 
 
 cdef struct MemoEntry:

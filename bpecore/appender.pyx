@@ -41,8 +41,8 @@ from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_bytes, encode_piece
 from bpecore.prefix cimport SuffixTrie, last_token
 from bpecore.pretokenize cimport (
-    DS_OTHER, DS_SPACE, DS_WORD, char_flags, char_flags_fast, deepseek_char_class, next_piece_end,
-    piece_horizon,
+    DS_CJK_OTHER, DS_CJK_PUNCT, DS_CJK_WORD, DS_OTHER, DS_SPACE, DS_WORD, char_flags,
+    char_flags_fast, deepseek_char_class, next_piece_end, piece_horizon,
 )
 from bpecore.utf8 cimport is_lead
 from bpecore.vocab cimport VocabView, is_valid_pair, lookup_piece, token_len
@@ -289,6 +289,8 @@ cdef class Appender:
             return (fl & (BPE_UT_LU | BPE_UT_LT)) != 0 and not self.shape_flag
         if self.shape == SHAPE_NUMBER:
             return (fl & BPE_UT_N) != 0
+        if self.shape == SHAPE_CJK:
+            return _deepseek_cjk(deepseek_char_class(c, 4, 0, &w))
         if self.shape == SHAPE_PUNCT:
             return not (fl & (F_L | BPE_UT_N | BPE_UT_WS)) and not (o200k_words(self.kind) and (fl & BPE_UT_M))
         if self.shape == SHAPE_SPACE and (fl & BPE_UT_WS):
@@ -433,13 +435,25 @@ cdef class Appender:
                 + sizeof(MemoEntry) * self.memo.capacity())
 
 
+cdef inline bint _deepseek_cjk(uint8_t k) noexcept nogil:
+    """A class of DEEPSEEK3_PATTERN's CJK set but its numerals (which ``\\p{N}{1,3}`` takes)."""
+    return k == DS_CJK_WORD or k == DS_CJK_PUNCT or k == DS_CJK_OTHER
+
+
 cdef void _set_deepseek_shape(Appender a) noexcept nogil:
     """_set_shape's words for DEEPSEEK3_PATTERN: ``[[\\p{L}\\p{M}]--CJK]+`` after at most one
     space or character of no class (not a punctuation mark: ``[!"#...][A-Za-z]+`` takes only
-    ASCII letters; not CJK: its words are another run)."""
+    ASCII letters; not CJK: its words are another run), and runs of the CJK set."""
     cdef const uint8_t* s = a.buf.data()
     cdef Py_ssize_t n = a.buf.size(), q = a.last_start, w
     cdef uint8_t k = deepseek_char_class(s, n, q, &w)
+    if _deepseek_cjk(k):
+        # a run of the CJK set is a piece of its own (the first Split), however long
+        while q < n and _deepseek_cjk(deepseek_char_class(s, n, q, &w)):
+            q += w
+        if q == n:
+            a.shape = SHAPE_CJK
+        return
     if k == DS_SPACE or k == DS_OTHER:
         q += w
     elif k != DS_WORD:

@@ -2706,15 +2706,26 @@ class HFEncoding(Encoding):
             return _OwnedCounter(counter, self, "interval", (text, piece_tables))
         return _SliceCounter(self, text, piece_tables)
 
+    def _streaming(self, prepend: bool):
+        plain = self._plain()
+        if plain is None or plain._core.kind == _PAT_REGEX:
+            return _PrependCounter(self) if prepend else _RecountingCounter(self)
+        fast = plain.prependable_counter() if prepend else plain.appendable_counter()
+        texts = [*self._raw.by_text, *self._normed.by_text]
+        context = max(map(len, texts), default=1) - 1
+        return _GuardedCounter(self, fast, self._left_alone, context, prepend)
+
     def appendable_counter(self):
-        """A counter whose ``push(s)`` appends ``s`` and returns the count of all text so far
-        (the pipeline's: each push recounts the text, cost quadratic in the stream's length)."""
-        return _RecountingCounter(self)
+        """A counter whose ``push(s)`` appends ``s`` and returns the count of all text so far:
+        the plain encoding's compiled counter while the pipeline leaves the text alone (each
+        push checks its new characters, ``_GuardedCounter``), then the pipeline's count of the
+        text per push (cost quadratic in the stream's length from there)."""
+        return self._streaming(False)
 
     def prependable_counter(self):
         """A counter whose ``push(s)`` puts ``s`` in front and returns the count of all text so
-        far (each push recounts the text)."""
-        return _PrependCounter(self)
+        far: compiled while the pipeline leaves the text alone, then recounting per push."""
+        return self._streaming(True)
 
     def _refuse(self, op: str):
         raise NotImplementedError(
@@ -2785,6 +2796,84 @@ class _SliceCounter:
 
     def __reduce__(self):
         return (_rebuild_counter, (self._enc, "interval", (self.text, self._piece_tables)))
+
+
+class _GuardedCounter:
+    """A streaming counter that runs the compiled one while the text stays ``clean`` and
+    recounts after: for encodings that equal a compiled encoding on clean text (Llama 3's on
+    text spelling none of its whole-piece tokens, a pipeline on text it leaves alone).
+
+    Each push checks only the new characters with ``context`` characters of the old text beside
+    them (what a token's text or a rule may straddle), so a stream that stays clean costs what
+    the compiled counter costs: 1 MB pushed a character at a time stays linear. The first push
+    that is not clean hands the whole text to the recounting counter, which counts the text
+    per push from then on (exact; quadratic in the stream's length)."""
+
+    def __init__(self, enc: Encoding, fast, clean: Callable[[str], bool], context: int,
+                 prepend: bool) -> None:  # fmt: skip
+        import codecs
+
+        self._enc = enc
+        self._fast = fast
+        self._clean = clean
+        self._context = context
+        self._prepend = prepend
+        self._slow = None
+        self._edge = ""  # the first (prepending) or last ``context`` characters of the text
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def push(self, data: str | bytes) -> int:
+        if self._slow is not None:
+            return self._slow.push(data)
+        count = self._fast.push(data)  # validates ``data`` as the compiled counter does
+        if type(data) is str:
+            new = data
+        elif self._prepend:
+            new = bytes(data).decode("utf-8")  # complete UTF-8, as the compiled counter took it
+        else:
+            new = self._decoder.decode(bytes(data))
+        window = new + self._edge if self._prepend else self._edge + new
+        if self._clean(window):
+            if self._context:
+                self._edge = window[: self._context] if self._prepend else window[-self._context :]
+            return count
+        text = self._fast.bytes + (b"" if self._prepend else self._fast.pending_bytes)
+        self._slow = _PrependCounter(self._enc) if self._prepend else _RecountingCounter(self._enc)
+        self._fast = None
+        return self._slow.push(text)
+
+    def extend(self, pieces: Iterable[str | bytes]) -> int:
+        count = self.count
+        for piece in pieces:
+            count = self.push(piece)
+        return count
+
+    @property
+    def count(self) -> int:
+        return (self._slow or self._fast).count
+
+    @property
+    def bytes(self) -> bytes:
+        return (self._slow or self._fast).bytes
+
+    @property
+    def text(self) -> str:
+        return (self._slow or self._fast).text
+
+    @property
+    def pending_bytes(self) -> bytes:
+        if self._slow is not None:
+            return b"" if self._prepend else self._slow._decoder.getstate()[0]
+        return b"" if self._prepend else self._fast.pending_bytes
+
+    @property
+    def recounting(self) -> bool:
+        """Whether the text has left the compiled counter (each push recounts it)."""
+        return self._slow is not None
+
+    def __reduce__(self):
+        kind = "prependable" if self._prepend else "appendable"
+        return (_rebuild_counter, (self._enc, kind, (self.bytes + self.pending_bytes,)))
 
 
 class _PrependCounter:
@@ -3001,7 +3090,8 @@ class WholePieceEncoding(Encoding):
     (one search), ``split_at``, ``split_at_end`` and ``interval_counter`` run compiled; otherwise
     ``split_at`` / ``split_at_end`` take the pipeline encodings' one pass over the pattern's
     pieces (``hf.longest_prefix_by_horizon``) and interval counts count each queried slice,
-    slower and as exact. The streaming counters recount the text per push.
+    slower and as exact. The streaming counters are the compiled ones until the text spells such
+    a token, then recount the text per push (``_GuardedCounter``).
     """
 
     _whole_rx: re.Pattern[bytes] | None = None
@@ -3068,11 +3158,29 @@ class WholePieceEncoding(Encoding):
             return super().interval_counter(text, piece_tables=piece_tables)
         return _SliceCounter(self, text, piece_tables)
 
+    def _streaming(self, prepend: bool) -> _GuardedCounter:
+        fast = super().prependable_counter() if prepend else super().appendable_counter()
+        longest = self.__dict__.get("_whole_longest")
+        if longest is None:  # bytes of the longest whole-piece token: at most that many chars
+            longest = self.__dict__["_whole_longest"] = max(
+                (len(t) for t in self._vocab_whole_tokens()), default=1
+            )
+        return _GuardedCounter(
+            self, fast, lambda text: not self._spells_whole(text), longest - 1, prepend
+        )
+
+    def _vocab_whole_tokens(self) -> list[bytes]:
+        return self.__dict__.get("_whole_tokens", [])
+
     def appendable_counter(self):
-        return _RecountingCounter(self)
+        """The compiled appending counter while the text spells no whole-piece-only token
+        (``_GuardedCounter``: each push checks its new characters), then a recount per push."""
+        return self._streaming(False)
 
     def prependable_counter(self):
-        return _PrependCounter(self)
+        """The compiled prepending counter while the text spells no whole-piece-only token, then
+        a recount per push."""
+        return self._streaming(True)
 
     def _refuse(self, op: str):
         raise NotImplementedError(
@@ -3095,4 +3203,5 @@ def _whole_piece_encoding(
     enc = WholePieceEncoding(name, None, pattern, specials, vocab=vocab)
     if whole:
         enc._whole_rx = re.compile(_trie_pattern(whole).encode("ascii"))
+        enc.__dict__["_whole_tokens"] = list(whole)
     return enc

@@ -173,3 +173,41 @@ def test_r50k_numbers_linear(fill):
         times.append(time.process_time() - t0)
         assert counter.count == enc.count(text[:size])
     assert times[1] < 10 * times[0], times
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(st.sampled_from("日一アー・ゝ。7 a\n.é"), st.integers(1, 9)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_hyp_appending_deepseek3_cjk_runs(runs):
+    """DeepSeek V3's pattern: a run of its CJK set (kana, ideographs, their punctuation and
+    marks) is one piece that a CJK character extends without a re-cut; against the count of
+    every prefix."""
+    from tests.conftest import exact_encoding
+
+    enc = exact_encoding("deepseek3_pattern")
+    text = "".join(c * m for c, m in runs)
+    counter = enc.appendable_counter()
+    for k, char in enumerate(text, 1):
+        assert counter.push(char) == enc.count(text[:k]), (text, k)
+
+
+def test_deepseek3_cjk_stream_linear():
+    """1 MB-class runs of a CJK character pushed one at a time: linear (each push re-cut the
+    run before)."""
+    from tests.conftest import exact_encoding
+
+    enc = exact_encoding("deepseek3_pattern")
+    times = []
+    for size in (50_000, 200_000):
+        counter = enc.appendable_counter()
+        t0 = time.process_time()
+        for char in "日" * size:
+            counter.push(char)
+        times.append(time.process_time() - t0)
+        assert counter.count == enc.count("日" * size)
+    assert times[1] < 10 * max(times[0], 0.01), times
