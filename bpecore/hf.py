@@ -2710,16 +2710,49 @@ class HFEncoding(Encoding):
         plain = self._plain()
         if plain is None or plain._core.kind == _PAT_REGEX:
             return _PrependCounter(self) if prepend else _RecountingCounter(self)
+        if not prepend:
+            matcher = self._cut_matcher()
+            if matcher is not None:
+                return _CutAppender(self, matcher, plain, self._clean_chars)
         fast = plain.prependable_counter() if prepend else plain.appendable_counter()
         texts = [*self._raw.by_text, *self._normed.by_text]
         context = max(map(len, texts), default=1) - 1
         return _GuardedCounter(self, fast, self._left_alone, context, prepend)
 
+    def _cut_matcher(self) -> _Matcher | None:
+        """The matcher ``_CutAppender`` cuts a stream with: the one of raw and normalized added
+        tokens that holds a non-special token when the other is empty, and no token strips
+        whitespace or needs a whole word (both read the text around a match)."""
+        if self._strips or any(
+            a.single_word for m in (self._raw, self._normed) for a in m.by_text.values()
+        ):
+            return None
+        kept = [m for m in (self._raw, self._normed) if m.by_text]
+        if len(kept) != 1 or all(a.special for a in kept[0].by_text.values()):
+            return None
+        return kept[0]
+
+    def _clean_chars(self, text: str) -> bool:
+        """Whether the pipeline before the added-token cut leaves every character of ``text``
+        as it is: nothing the normalizer could change, no dropped byte, nothing the stages cut
+        inside (each a property of single characters)."""
+        if self._dropping is not None and self._dropping.search(text):
+            return False
+        if self._cut_inside(text):
+            return False
+        norm = self._normalizer
+        return (
+            norm is None
+            or text.isascii()
+            or (norm.forms is not None and _not_inert(norm.forms).search(text) is None)
+        )
+
     def appendable_counter(self):
         """A counter whose ``push(s)`` appends ``s`` and returns the count of all text so far:
         the plain encoding's compiled counter while the pipeline leaves the text alone (each
-        push checks its new characters, ``_GuardedCounter``), then the pipeline's count of the
-        text per push (cost quadratic in the stream's length from there)."""
+        push checks its new characters, ``_GuardedCounter``), or, with added tokens in the
+        pipeline, the text cut at them as it grows (``_CutAppender``); the pipeline's count of
+        the text per push once the text is not left alone (quadratic from there)."""
         return self._streaming(False)
 
     def prependable_counter(self):
@@ -2874,6 +2907,153 @@ class _GuardedCounter:
     def __reduce__(self):
         kind = "prependable" if self._prepend else "appendable"
         return (_rebuild_counter, (self._enc, kind, (self.bytes + self.pending_bytes,)))
+
+
+class _CutAppender:
+    """Appending counter of a pipeline that cuts added tokens out of its text (GPT-NeoX's and
+    MPT's runs of spaces), linear in the stream.
+
+    Leftmost-longest matching reads nothing before a match, and a match at ``s`` (and that no
+    match starts before it) is final once the text reaches ``s + L`` (L = the longest added
+    token). So the count is ``C`` (the final part, up to ``e``: each segment between matches as
+    the pipeline counts it alone, plus 1 per counted match) plus the rest from ``e``: the plain
+    encoding's compiled counter holds ``text[e:]``, and while a match is not final yet, the
+    rest is that counter's count where the match starts, 1, and the few characters after the
+    match counted alone. Each push searches only the last L characters and its own, so 1 MB of
+    spaces pushed a character at a time stays linear. Special tokens' texts are matched (they
+    hide what they overlap, as in `tokenizers`) and stay in the segment as text. Text the
+    normalizer could change or with a dropped byte moves the counter to recounting."""
+
+    def __init__(self, enc: HFEncoding, matcher: _Matcher, plain: Encoding, clean) -> None:
+        import codecs
+
+        self._enc = enc
+        self._rx = matcher.rx
+        self._by_text = matcher.by_text
+        self._skip = enc._special_ids
+        self._plain = plain
+        self._clean = clean
+        self._longest = max(map(len, matcher.by_text))
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._parts: list[str] = []
+        self._size = 0  # characters so far
+        self._committed = 0  # C: the count of text[:e]
+        self._e = 0  # end of the last counted match that is final (the segment's start)
+        self._q = 0  # where the search resumes: after the last final match
+        self._seg = plain.appendable_counter()  # text[e:]
+        self._seg_counts: dict[int, int] = {}  # position p -> count(text[e:p]), for recent p
+        self._win = ""  # text[ws:]
+        self._ws = 0
+        self._slow = None
+        self.count = 0
+
+    def push(self, data: str | bytes) -> int:
+        if self._slow is not None:
+            self.count = self._slow.push(data)
+            return self.count
+        if type(data) is str:
+            _valid(data)
+            new = data
+        else:
+            state = self._decoder.getstate()
+            try:
+                new = self._decoder.decode(bytes(data))
+            except UnicodeDecodeError as e:
+                self._decoder.setstate(state)
+                raise ValueError(f"invalid UTF-8 in pushed bytes: {e.reason}") from None
+        if new and not self._clean(new):
+            data = (self.text + new).encode("utf-8") + self._decoder.getstate()[0]
+            self._slow = _RecountingCounter(self._enc)
+            self.count = self._slow.push(data)
+            return self.count
+        step = max(self._longest, 64)
+        for i in range(0, len(new), step):
+            self._take(new[i : i + step])
+        return self.count
+
+    def _take(self, new: str) -> None:
+        old = p = self._size
+        self._parts.append(new)
+        self._size += len(new)
+        for char in new:
+            p += 1
+            self._seg_counts[p] = self._seg.push(char)
+        self._win += new
+        self._scan(old)
+
+    def _scan(self, old: int) -> None:
+        """Find the matches the new text (after ``old``) may have made or moved: none starts
+        before ``old - L + 1`` that was not there already."""
+        size, longest, ws = self._size, self._longest, self._ws
+        start = max(self._q, old - longest + 1)
+        pending = None
+        for m in self._rx.finditer(self._win, start - ws):
+            s, t = m.start() + ws, m.end() + ws
+            skipped = self._by_text[m.group()].id in self._skip
+            if s + longest > size:  # not final: more text may move it
+                if not skipped:
+                    pending = (s, t)
+                    break
+                continue
+            if skipped:
+                self._q = t
+                continue
+            self._commit(s, t)
+        e = self._e
+        if pending is None:
+            self.count = self._committed + self._seg.count
+        else:
+            s, t = pending
+            before = self._seg_counts[s] if s > e else 0
+            self.count = self._committed + before + 1 + self._enc.count(self._win[t - ws :])
+        keep = max(min(self._q, size - longest - 64), 0)
+        if keep > self._ws:
+            self._win = self._win[keep - self._ws :]
+            self._ws = keep
+            for p in [p for p in self._seg_counts if p < keep]:
+                del self._seg_counts[p]
+
+    def _commit(self, s: int, t: int) -> None:
+        """The counted match [s, t) is final: the segment before it and it join ``C``."""
+        ws = self._ws
+        before = self._seg_counts[s] if s > self._e else 0
+        self._committed += before + 1
+        self._e = self._q = t
+        self._seg = self._plain.appendable_counter()
+        self._seg_counts = {}
+        p = t
+        for char in self._win[t - ws :]:
+            p += 1
+            self._seg_counts[p] = self._seg.push(char)
+
+    @property
+    def text(self) -> str:
+        if self._slow is not None:
+            return self._slow.text
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    @property
+    def bytes(self) -> bytes:
+        return self.text.encode("utf-8")
+
+    @property
+    def pending_bytes(self) -> bytes:
+        decoder = self._slow._decoder if self._slow is not None else self._decoder
+        return decoder.getstate()[0]
+
+    @property
+    def recounting(self) -> bool:
+        return self._slow is not None
+
+    def extend(self, pieces: Iterable[str | bytes]) -> int:
+        for piece in pieces:
+            self.push(piece)
+        return self.count
+
+    def __reduce__(self):
+        return (_rebuild_counter, (self._enc, "appendable", (self.bytes + self.pending_bytes,)))
 
 
 class _PrependCounter:

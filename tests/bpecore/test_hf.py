@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pickle
 import random
 from pathlib import Path
 
@@ -1182,6 +1183,62 @@ def test_hyp_neox_space_runs_equal_hf(neox_like, text):
     want = tok.encode(text, add_special_tokens=False).ids
     assert enc.encode_ordinary(text) == want
     assert enc.count(text) == len(want)
+
+
+_NEOX_PUSHES = st.lists(
+    st.sampled_from(["a", "b", " ", "  ", " " * 5, " " * 23, " " * 30, "\t", "\n", "1", "é",
+                     "e\u0301", "<|endoftext|>", "<|endof", "text|>", "x" * 40]),
+    min_size=1,
+    max_size=16,
+)  # fmt: skip
+
+
+@given(parts=_NEOX_PUSHES, as_bytes=st.booleans())
+def test_hyp_neox_appending_cuts_added_tokens(neox_like, parts, as_bytes):
+    """The appending counter cuts the stream at its added tokens as it grows (runs of spaces
+    completed or lengthened across pushes, a special token's text split across pushes, bytes
+    cut inside a character, a combining mark that moves it to recounting): the count of the
+    text so far equals `tokenizers`' after every push; pickled mid-stream."""
+    enc, tok = neox_like
+    reader = tokenizers.Tokenizer.from_str(tok.to_str())
+    reader.encode_special_tokens = True  # as ``count``: special tokens' texts are text
+
+    def count(text: str) -> int:
+        return len(reader.encode(text, add_special_tokens=False).ids)
+
+    counter = enc.appendable_counter()
+    assert type(counter).__name__ == "_CutAppender"
+    text = ""
+    for part in parts:
+        text += part
+        if as_bytes:
+            data = part.encode("utf-8")
+            counter.push(data[:1])
+            counter.push(data[1:])
+        else:
+            counter.push(part)
+        assert counter.count == count(text), (parts, as_bytes, text, counter.count)
+    again = pickle.loads(pickle.dumps(counter))
+    assert again.push("  z") == count(text + "  z")
+
+
+@pytest.mark.parametrize("fill", [" ", "a", "ab  cd   "])
+def test_neox_appending_linear(neox_like, fill):
+    """Runs of spaces (added tokens) pushed a character at a time: 4x the text costs about 4x
+    (each push recounted the whole text before)."""
+    import time
+
+    enc, _ = neox_like
+    times = []
+    for size in (20_000, 80_000):
+        text = (fill * size)[:size]
+        counter = enc.appendable_counter()
+        start = time.process_time()
+        for char in text:
+            counter.push(char)
+        times.append(time.process_time() - start)
+        assert counter.count == enc.count(text)
+    assert times[1] < 10 * max(times[0], 0.01), times
 
 
 _FALCON_MIXED = st.lists(
