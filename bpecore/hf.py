@@ -2706,15 +2706,35 @@ class HFEncoding(Encoding):
             return _OwnedCounter(counter, self, "interval", (text, piece_tables))
         return _SliceCounter(self, text, piece_tables)
 
+    def _plain_appender(self, plain: Encoding):
+        """The plain encoding's appending counter: compiled for a scanner pattern, else
+        ``_RegexAppender`` when ``_Reach`` reads the pattern, else None."""
+        if plain._core.kind != _PAT_REGEX:
+            return plain.appendable_counter()
+        reach = self.__dict__.get("_plain_reach", 0)
+        if reach == 0:
+            try:
+                reach = _Reach(plain.pattern)
+            except _NoReach:
+                reach = None
+            self.__dict__["_plain_reach"] = reach
+        return None if reach is None else _RegexAppender(plain, reach)
+
     def _streaming(self, prepend: bool):
         plain = self._plain()
-        if plain is None or plain._core.kind == _PAT_REGEX:
+        if plain is None or (prepend and plain._core.kind == _PAT_REGEX):
             return _PrependCounter(self) if prepend else _RecountingCounter(self)
-        if not prepend:
+        if prepend:
+            fast = plain.prependable_counter()
+        else:
+            if self._plain_appender(plain) is None:
+                return _RecountingCounter(self)
             matcher = self._cut_matcher()
             if matcher is not None:
-                return _CutAppender(self, matcher, plain, self._clean_chars)
-        fast = plain.prependable_counter() if prepend else plain.appendable_counter()
+                return _CutAppender(
+                    self, matcher, lambda: self._plain_appender(plain), self._clean_chars
+                )
+            fast = self._plain_appender(plain)
         texts = [*self._raw.by_text, *self._normed.by_text]
         context = max(map(len, texts), default=1) - 1
         return _GuardedCounter(self, fast, self._left_alone, context, prepend)
@@ -2909,6 +2929,141 @@ class _GuardedCounter:
         return (_rebuild_counter, (self._enc, kind, (self.bytes + self.pending_bytes,)))
 
 
+def _fixed_size(node) -> int:
+    """A bound on what the bounded parts of a `_Reach` syntax tree can read: every class and
+    lookahead, each repeat counted at its upper bound (an unbounded one at its lower bound + 1),
+    every alternative added. On a run of one character longer than this, the pattern's match at
+    the run's start is the same function of the run's length from one length to the next."""
+    if node[0] == "cls":
+        return 1
+    if node[0] == "look":
+        return _fixed_size(node[1])
+    return sum(
+        (hi if hi != _MANY else lo + 1) * _fixed_size(item)
+        for seq in node[1]
+        for item, lo, hi in seq
+    )
+
+
+class _RegexAppender:
+    """Appending counter of a plain encoding whose pattern has no scanner (run by `regex`):
+    the pieces whose match attempt read less than the text (``_Reach.horizon``) are final and
+    counted once; the others are cut again at each push. A last piece made of a short head and
+    a long run of one character, which the pattern matches whole at two run lengths past
+    everything its bounded parts can read (``_fixed_size``), takes more of that character
+    without a re-cut: its count comes from a compiled counter of the piece alone. So 1 MB of
+    one letter or of spaces pushed a character at a time stays linear; a long piece of mixed
+    characters (a 1 MB word) is cut again per push."""
+
+    def __init__(self, plain: Encoding, reach: _Reach) -> None:
+        import codecs
+
+        self._rx = regex.compile(plain.pattern)
+        self._reach = reach
+        self._bound = _fixed_size(reach.root) + 2
+        self._piece = Encoding(plain.name, None, None, {}, vocab=plain._vocab)
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._parts: list[str] = []
+        self._committed = 0  # the count of the final pieces, text[:f]
+        self._tail = ""  # text[f:] (outside a run)
+        self._run: tuple | None = None  # (head, char, run length, piece counter)
+        self._runs_ok: dict[tuple[str, str], bool] = {}
+        self.count = 0
+
+    def push(self, data: str | bytes) -> int:
+        if type(data) is str:
+            new = _valid(data)
+        else:
+            state = self._decoder.getstate()
+            try:
+                new = self._decoder.decode(bytes(data))
+            except UnicodeDecodeError as e:
+                self._decoder.setstate(state)
+                raise ValueError(f"invalid UTF-8 in pushed bytes: {e.reason}") from None
+        if not new:
+            return self.count
+        self._parts.append(new)
+        if self._run is not None:
+            head, char, m, counter = self._run
+            k = len(new) - len(new.lstrip(char))
+            if k:
+                counter.push(new[:k])
+                self._run = (head, char, m + k, counter)
+                self.count = self._committed + counter.count
+                new = new[k:]
+                if not new:
+                    return self.count
+            self._tail = head + char * (m + k)
+            self._run = None
+        self._tail += new
+        self._cut()
+        return self.count
+
+    def _cut(self) -> None:
+        tail = self._tail
+        n = len(tail)
+        seen = _ReachText(tail)
+        pieces = [m.span() for m in self._rx.finditer(tail)]
+        if not pieces or pieces[0][0] != 0 or any(
+            b != a2 for (_, b), (a2, _) in zip(pieces, pieces[1:])
+        ) or pieces[-1][1] != n:  # fmt: skip
+            # text the pattern does not match (no tokenizer pattern leaves any): no piece is
+            # taken as final
+            self.count = self._committed + self._piece_count(tail, pieces)
+            return
+        done = 0
+        for a, b in pieces:
+            if self._reach.horizon(seen, a) > n:  # the attempt read the end: not final
+                break
+            self._committed += self._piece.count(tail[a:b])
+            done = b
+        if done:
+            tail = self._tail = tail[done:]
+            pieces = [(a - done, b - done) for a, b in pieces if a >= done]
+        self.count = self._committed + sum(self._piece.count(tail[a:b]) for a, b in pieces)
+        if len(pieces) == 1 and len(tail) > self._bound + 16:
+            char = tail[-1]
+            m = len(tail) - len(tail.rstrip(char))
+            head = tail[: len(tail) - m]
+            if len(head) <= 8 and m > self._bound + 10 and self._run_stays_whole(head, char):
+                counter = self._piece.appendable_counter()
+                counter.push(tail)
+                self._run = (head, char, m, counter)
+                self._tail = ""
+
+    def _run_stays_whole(self, head: str, char: str) -> bool:
+        key = (head, char)
+        found = self._runs_ok.get(key)
+        if found is None:
+            k = self._bound + len(head)
+            found = all(
+                (m := self._rx.match(head + char * j)) is not None and m.end() == len(head) + j
+                for j in (k, k + 1)
+            )
+            self._runs_ok[key] = found
+        return found
+
+    def _piece_count(self, tail: str, pieces) -> int:
+        return sum(self._piece.count(tail[a:b]) for a, b in pieces)
+
+    @property
+    def text(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    @property
+    def bytes(self) -> bytes:
+        return self.text.encode("utf-8")
+
+    @property
+    def pending_bytes(self) -> bytes:
+        return self._decoder.getstate()[0]
+
+    def __reduce__(self):
+        raise TypeError("pickled through the encoding's counter")
+
+
 class _CutAppender:
     """Appending counter of a pipeline that cuts added tokens out of its text (GPT-NeoX's and
     MPT's runs of spaces), linear in the stream.
@@ -2924,14 +3079,14 @@ class _CutAppender:
     hide what they overlap, as in `tokenizers`) and stay in the segment as text. Text the
     normalizer could change or with a dropped byte moves the counter to recounting."""
 
-    def __init__(self, enc: HFEncoding, matcher: _Matcher, plain: Encoding, clean) -> None:
+    def __init__(self, enc: HFEncoding, matcher: _Matcher, segment, clean) -> None:
         import codecs
 
         self._enc = enc
         self._rx = matcher.rx
         self._by_text = matcher.by_text
         self._skip = enc._special_ids
-        self._plain = plain
+        self._segment = segment  # a new appending counter of the plain encoding
         self._clean = clean
         self._longest = max(map(len, matcher.by_text))
         self._decoder = codecs.getincrementaldecoder("utf-8")()
@@ -2940,7 +3095,7 @@ class _CutAppender:
         self._committed = 0  # C: the count of text[:e]
         self._e = 0  # end of the last counted match that is final (the segment's start)
         self._q = 0  # where the search resumes: after the last final match
-        self._seg = plain.appendable_counter()  # text[e:]
+        self._seg = segment()  # text[e:]
         self._seg_counts: dict[int, int] = {}  # position p -> count(text[e:p]), for recent p
         self._win = ""  # text[ws:]
         self._ws = 0
@@ -3019,7 +3174,7 @@ class _CutAppender:
         before = self._seg_counts[s] if s > self._e else 0
         self._committed += before + 1
         self._e = self._q = t
-        self._seg = self._plain.appendable_counter()
+        self._seg = self._segment()
         self._seg_counts = {}
         p = t
         for char in self._win[t - ws :]:

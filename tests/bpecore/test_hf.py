@@ -15,7 +15,7 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpecore
@@ -1275,3 +1275,57 @@ def test_neox_space_runs_full_corpora(neox_like):
     for name in (*CORPORA, "adv_whitespace", "adv_unicode"):
         text = read_corpus(name)
         assert enc.encode_ordinary(text) == tok.encode(text, add_special_tokens=False).ids, name
+
+
+# ------------------------------------------ appending with a `regex` pattern (no scanner)
+_APPEND_PATTERNS = [
+    r"a{1,3}|b+|[^ab]+",  # a bounded run next to unbounded ones
+    r"(?:aa)+|a|[^a]+",  # runs of "a" cut by twos: no run of it stays one piece
+    r"\s+(?!\S)|\s+|x?a+|[^\sa]+",  # a head before the run, and GPT-2's whitespace
+    r"'s|'t| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",  # GPT-2's words
+]
+
+
+@pytest.mark.parametrize("pattern", _APPEND_PATTERNS)
+@settings(max_examples=60, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "x", " ", "\n", "7", "é", "xa"]), st.integers(1, 90)),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_hyp_regex_appender(pattern, runs):
+    """``_RegexAppender`` (a pattern without a scanner) against the plain count of every prefix:
+    pieces taken as final by their read horizon, long runs taken without a re-cut only where
+    the pattern keeps them whole (not under a bounded or paired repeat)."""
+    from bpecore.hf import _Reach, _RegexAppender
+
+    base = bpecore.get_encoding("cl100k_base")
+    plain = bpecore.Encoding("regex-plain", base._mergeable_ranks, pattern, {})
+    counter = _RegexAppender(plain, _Reach(pattern))
+    text = "".join(c * m for c, m in runs)
+    for k, char in enumerate(text, 1):
+        assert counter.push(char) == plain.count(text[:k]), (text[:k], k)
+    assert counter.bytes == text.encode()
+
+
+def test_regex_appender_linear_on_runs():
+    """One letter or spaces pushed a character at a time through a `regex` pattern: linear."""
+    import time
+
+    from bpecore.hf import _Reach, _RegexAppender
+
+    pattern = _APPEND_PATTERNS[3]
+    base = bpecore.get_encoding("cl100k_base")
+    plain = bpecore.Encoding("regex-plain", base._mergeable_ranks, pattern, {})
+    for fill in ("a", " ", "日"):
+        times = []
+        for size in (20_000, 80_000):
+            counter = _RegexAppender(plain, _Reach(pattern))
+            start = time.process_time()
+            for char in fill * size:
+                counter.push(char)
+            times.append(time.process_time() - start)
+            assert counter.count == plain.count(fill * size)
+        assert times[1] < 10 * max(times[0], 0.01), (fill, times)
