@@ -2741,16 +2741,18 @@ class HFEncoding(Encoding):
 
     def _cut_matcher(self) -> _Matcher | None:
         """The matcher ``_CutAppender`` cuts a stream with: the one of raw and normalized added
-        tokens that holds a non-special token when the other is empty, and no token strips
+        tokens that holds a non-special token when the other holds none, and no token strips
         whitespace or needs a whole word (both read the text around a match)."""
         if self._strips or any(
             a.single_word for m in (self._raw, self._normed) for a in m.by_text.values()
         ):
             return None
-        kept = [m for m in (self._raw, self._normed) if m.by_text]
-        if len(kept) != 1 or all(a.special for a in kept[0].by_text.values()):
-            return None
-        return kept[0]
+        # A level whose tokens are all special cuts nothing out for ``count`` (their texts are
+        # read as text, and hide only overlapping tokens of their own level)
+        kept = [
+            m for m in (self._raw, self._normed) if any(not a.special for a in m.by_text.values())
+        ]
+        return kept[0] if len(kept) == 1 else None
 
     def _clean_chars(self, text: str) -> bool:
         """Whether the pipeline before the added-token cut leaves every character of ``text``
