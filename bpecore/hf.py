@@ -2487,21 +2487,20 @@ class HFEncoding(Encoding):
         return norm is None or text.isascii() or _not_inert(norm.forms).search(text) is None
 
     def _added_cut(self, window: str) -> _Matcher | None:
-        """The matcher whose added tokens occur in ``window`` when ``split_at`` /
+        """The matcher whose added tokens ``count`` cuts out of ``window`` when ``split_at`` /
         ``split_at_end`` may cut it at them (``longest_prefix_by_added``), else None: no token
         strips the whitespace around it or needs a whole word (both read the text around the
-        match), and the other matcher's tokens occur nowhere in the window; the normalized
-        ones are matched only where the normalizer leaves every slice as it is, so that their
-        offsets are the text's."""
-        if self._strips or self.__dict__.setdefault(
-            "_single_word",
-            any(
-                a.single_word for a in [*self._raw.by_text.values(), *self._normed.by_text.values()]
-            ),
+        match), and the other level's non-special tokens occur nowhere in the window (special
+        tokens' texts are read as text); the normalized ones are matched only where the
+        normalizer leaves every slice as it is, so that their offsets are the text's."""
+        if self._strips or any(
+            a.single_word for m in (self._raw, self._normed) for a in m.by_text.values()
         ):
             return None
-        raw_found = self._raw.search(window)
-        if raw_found and self._normed.rx is None:
+        self._none_cut("")  # builds the matchers of the non-special tokens
+        cut_raw, cut_normed = self.__dict__["_cut_matchers"]
+        raw_found = cut_raw.search(window)
+        if raw_found and cut_normed.rx is None:
             return self._raw
         norm = self._normalizer
         if norm is not None and (
@@ -2509,7 +2508,7 @@ class HFEncoding(Encoding):
             or not (window.isascii() or _not_inert(norm.forms).search(window) is None)
         ):
             return None
-        normed_found = self._normed.search(window)
+        normed_found = cut_normed.search(window)
         if raw_found != normed_found:
             return self._raw if raw_found else self._normed
         return None

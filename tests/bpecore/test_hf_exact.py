@@ -263,7 +263,8 @@ def test_split_at_takes_the_horizon_pass(encodings, kind, monkeypatch):
 @pytest.mark.parametrize("kind", ["qwen-nfc", "deepseek-chained", "falcon"])
 def test_special_texts_take_the_fast_paths(encodings, kind, monkeypatch):
     """Special tokens' texts are plain text to ``count``: split_at and split_at_end of a chat
-    transcript holding them count no candidate from scratch, and equal brute force."""
+    transcript holding them (and a normalized added token's text, which is cut out) count no
+    candidate from scratch, and equal brute force."""
     import bpecore.hf
 
     def refuse(*args):
@@ -273,10 +274,10 @@ def test_special_texts_take_the_fast_paths(encodings, kind, monkeypatch):
     monkeypatch.setattr(bpecore.hf, "shortest_suffix_within", refuse)
     enc, count = encodings[kind]
     turn = "<|im_start|>user\nWhat is 2 + 2?<|endoftext|>\n<|im_start|>assistant\n4, of course."
-    text = turn * 4
-    for n in (0, 1, 3, 11, 40):
-        assert enc.split_at(text, n) == _split_at_ref(count, text, n), n
-        assert enc.split_at_end(text, n) == _split_at_end_ref(count, text, n), n
+    for text in (turn * 4, (turn + " hello, hello") * 3):  # "hello": a normalized added token
+        for n in (0, 1, 3, 11, 40):
+            assert enc.split_at(text, n) == _split_at_ref(count, text, n), n
+            assert enc.split_at_end(text, n) == _split_at_end_ref(count, text, n), n
 
 
 def test_split_cuts_at_added_tokens(encodings, monkeypatch):
