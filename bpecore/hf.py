@@ -1979,6 +1979,10 @@ def longest_prefix_by_horizon(
     return 0
 
 
+#: DeepSeek LLM's split of the whitespace that ends a piece (``shortest_suffix_by_horizon``).
+_TRAILING_SPACE = r"(?<!\s)\s+$"
+
+
 def shortest_suffix_by_horizon(
     stages: list,
     text: str,
@@ -2042,6 +2046,8 @@ def shortest_suffix_by_horizon(
                 out[p - lo] = after
             return out
         split = getattr(stage, "split", None)
+        if split and split[1:] == ("Isolated", False) and split[0].pattern == _TRAILING_SPACE:
+            return trailing(i, piece, lo, split[0])
         if not split or split[1:] != ("Isolated", False) or _reach_of(stage) is None:
             return None
         rx = split[0]
@@ -2072,6 +2078,26 @@ def shortest_suffix_by_horizon(
                 out[q - lo] = min(inner[q - g] + tail, n + 1)
             p = g - 1
         return out
+
+    def trailing(i: int, piece: str, lo: int, rx) -> list[int] | None:
+        """``suffixes`` through DeepSeek LLM's ``(?<!\\s)\\s+$`` (its look-behind and anchor are
+        beyond ``_Reach``): it isolates the whitespace run ``piece[t:]`` that ends the piece
+        after a character that is not whitespace, so a suffix from before ``t`` is cut at ``t``,
+        and one from ``t`` on is whitespace, matched whole (nothing behind the start of a piece:
+        the look-behind passes)."""
+        if "\n" in piece[:-1]:
+            return None  # "$" also matches before a final newline
+        size = len(piece)
+        m = rx.search(piece)
+        t = m.start() if m is not None else size
+        rest = suffixes(i + 1, piece[t:], max(lo - t, 0))
+        if rest is None or lo >= t:
+            return rest
+        head = suffixes(i + 1, piece[:t], lo)
+        if head is None:
+            return None
+        whole_rest = rest[0]
+        return [min(c + whole_rest, n + 1) for c in head[:-1]] + rest
 
     counts = suffixes(0, text[start:], 0)  # a suffix's count reads only the suffix
     if counts is None:

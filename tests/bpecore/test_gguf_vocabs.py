@@ -354,7 +354,13 @@ def test_split_against_tokenizers(trio):
         return len(tok.encode(text, add_special_tokens=False).ids)
 
     code = read_corpus("code")
-    for text in (code[2000:2300], "x" + " " * 57 + "y  z", " " * 70, "\n\n    " * 12):
+    for text in (
+        code[2000:2300],
+        "x" + " " * 57 + "y  z",
+        " " * 70,
+        "\n\n    " * 12,
+        "ab cd " * 12,
+    ):
         prefix = [count(text[:k]) for k in range(len(text) + 1)]
         suffix = [count(text[k:]) for k in range(len(text) + 1)]
         for n in (0, 1, 3, 10, 25):
