@@ -29,13 +29,14 @@ cdef extern from "Python.h":
     bint PyUnicode_IS_COMPACT_ASCII(object o)
 
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
 from bpecore._classes cimport PAT_NONE, PAT_REGEX
 from bpecore.appender cimport Appender, push_ascii
 from bpecore.backtrack cimport BacktrackEncoder, encode_piece
-from bpecore.prefix cimport SuffixTrie
+from bpecore.vocab cimport token_len
+from bpecore.prefix cimport SuffixTrie, first_token, run_ends_shared, run_width
 from bpecore.pretokenize cimport next_piece_end
 from bpecore.vocab cimport VocabView
 
@@ -194,12 +195,87 @@ cdef class PrependableCounter:
     cdef BacktrackEncoder encoder
     cdef vector[uint8_t] store        #: text occupies store[head:]
     cdef Py_ssize_t head
-    cdef vector[int64_t] suffix_at    #: suffix_at[d]: tokens from the boundary d bytes before the end; -1 if none
+    cdef vector[int64_t] suffix_at    #: suffix_at[d]: count of the last d bytes, cut from their start; -1: not known
     cdef Py_ssize_t total
+    # The first piece, when it is one character repeated (a pattern of ``run_ends_shared``) or
+    # the whole text (no pattern): more of it in front ends where it ends, and its count comes
+    # from the first-token table of store[tab_lo:anchor] (``prefix.first_token``), extended
+    # leftwards by one trie walk per byte instead of a re-cut and BPE of the whole piece.
+    cdef Py_ssize_t anchor            #: store index where the first piece ends; -1: no such piece
+    cdef Py_ssize_t tab_lo            #: the table holds store indices tab_lo .. anchor - 1
+    cdef Py_ssize_t run_w             #: bytes of the run's character (0: no pattern)
+    cdef vector[uint32_t] ftab        #: first token of BPE(store[x:anchor])
+    cdef vector[uint32_t] fcnt        #: its token count
 
     def __init__(self, BacktrackEncoder encoder):
         self.encoder = encoder
         self.suffix_at.push_back(0)
+        self.anchor = -1
+
+    cdef bint _extends_first(self, const uint8_t* data, Py_ssize_t m) noexcept nogil:
+        """Whether ``data`` in front only lengthens the first piece: anything (no pattern), or
+        the run's character repeated."""
+        cdef Py_ssize_t k
+        if self.anchor < 0:
+            return False
+        if self.run_w == 0:
+            return True
+        if m % self.run_w:
+            return False
+        k = 0
+        while k < m:
+            if memcmp(data + k, self.store.data() + self.head, self.run_w) != 0:
+                return False
+            k += self.run_w
+        return True
+
+    cdef void _note_first(self, Py_ssize_t e) noexcept nogil:
+        """After a re-cut: the first piece is store[head:head + e]; keep it when it qualifies."""
+        cdef const uint8_t* s = self.store.data() + self.head
+        cdef int kind = self.encoder.kind
+        cdef Py_ssize_t w, k
+        self.anchor = -1
+        if kind == PAT_NONE:
+            w = 0
+        else:
+            if not run_ends_shared(kind):
+                return
+            w = run_width(kind, s, 0)
+            if w == 0 or e < 2 * w or e % w:
+                return
+            k = w
+            while k < e:
+                if memcmp(s + k, s, w) != 0:
+                    return
+                k += w
+        self.run_w = w
+        self.anchor = self.head + e
+        self.tab_lo = self.anchor
+        if self.ftab.size() < self.store.size():
+            self.ftab.resize(self.store.size())
+            self.fcnt.resize(self.store.size())
+
+    cdef void _prepend_first(self, Py_ssize_t n_old, Py_ssize_t n) noexcept nogil:
+        """The bytes just put in front lengthen the first piece (``_extends_first``): extend its
+        table to the new front; the cut after the piece is unchanged."""
+        cdef const VocabView* v = &self.encoder.vocab.view
+        cdef const uint8_t* base = self.store.data()
+        cdef vector[uint32_t] scratch
+        cdef uint32_t t
+        cdef Py_ssize_t x, stop
+        if self.ftab.size() < self.store.size():
+            self.ftab.resize(self.store.size())
+            self.fcnt.resize(self.store.size())
+        while self.tab_lo > self.head:
+            x = self.tab_lo - 1
+            t = first_token(v, base, x, self.anchor, self.ftab.data(), scratch)
+            stop = x + token_len(v, t)
+            self.ftab[x] = t
+            self.fcnt[x] = 1 + (0 if stop == self.anchor else self.fcnt[stop])
+            self.tab_lo = x
+        self.total = self.fcnt[self.head] + self.suffix_at[self.store.size() - self.anchor]
+        self.suffix_at.resize(n + 1, -1)
+        self.suffix_at[n] = self.total
 
     cdef void _prepend(self, const uint8_t* data, Py_ssize_t m) noexcept nogil:
         cdef Py_ssize_t n_old = self.store.size() - self.head, n, pos, e, d, k
@@ -213,15 +289,22 @@ cdef class PrependableCounter:
         cdef int64_t acc
         if m == 0:
             return
+        cdef bint first = self._extends_first(data, m)
         if self.head < m:
             bigger.resize(2 * (n_old + m) + 64)
             if n_old:
                 memcpy(bigger.data() + bigger.size() - n_old, self.store.data() + self.head, n_old)
+            if self.anchor >= 0:  # store indices move: the table is rebuilt from the anchor
+                self.anchor += <Py_ssize_t>bigger.size() - n_old - self.head
+                self.tab_lo = self.anchor
             self.head = bigger.size() - n_old
             self.store.swap(bigger)
         self.head -= m
         memcpy(self.store.data() + self.head, data, m)
         n = n_old + m
+        if first:
+            self._prepend_first(n_old, n)
+            return
         self.suffix_at.resize(n + 1, -1)
         cdef const uint8_t* s = self.store.data() + self.head
         pos = 0
@@ -233,15 +316,16 @@ cdef class PrependableCounter:
             pos = e
             if self.suffix_at[n - e] >= 0 and n - e <= n_old:
                 break
-        # boundaries before the sync point are rewritten from the new cut
+        # count(text[x:]) depends only on the suffix, which pushing in front never changes: every
+        # count recorded stays true, and the re-cut stops at the first position with one (runs
+        # of digits, whose triples shift with each digit in front, meet one within 3 pieces)
         d = n - ends.back()
         acc = self.suffix_at[d]
-        for k in range(d + 1, n + 1):
-            self.suffix_at[k] = -1
         for k in range(<Py_ssize_t>ends.size() - 1, -1, -1):
             acc += counts[k]
             self.suffix_at[n - (0 if k == 0 else ends[k - 1])] = acc
         self.total = acc
+        self._note_first(ends[0])
 
     def push(self, data):
         """Put ``data`` (str or complete UTF-8 bytes) in front of the text; return the new count."""

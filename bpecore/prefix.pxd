@@ -1,6 +1,10 @@
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
 
+from bpecore._classes cimport (
+    BPE_UT_N, PAT_CL100K, PAT_LLAMA3, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_TEKKEN,
+)
+from bpecore.pretokenize cimport char_flags_fast
 from bpecore.vocab cimport Vocab, VocabView
 
 
@@ -30,3 +34,24 @@ cdef uint32_t last_token(const VocabView* v, const TrieView* st, const uint8_t* 
 #: First token of BPE(p[k:end]) (k < end), given first[x] = first token of BPE(p[x:end]) for k < x < end.
 cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py_ssize_t end,
                           const uint32_t* first, vector[uint32_t]& scratch) noexcept nogil
+
+
+cdef inline bint run_ends_shared(int kind) noexcept nogil:
+    """Patterns in which a piece that is one character c repeated, at least twice, ends where
+    the piece one c earlier ends: every alternative that can match such a run is greedy and
+    unbounded (letters and marks, punctuation and symbols, ``\\s*[\\r\\n]+``, ``\\s+(?!\\S)``,
+    r50k's numbers), and the numeral alternatives that are bounded ({1,3}, single) are left out
+    by ``run_width``. split_at_end then reads a run once, not once per candidate inside it
+    (tests/bpecore/test_split_runs.py); the prepending counter extends
+    such a run at the front likewise (appendable.pyx)."""
+    return (kind == PAT_CL100K or kind == PAT_O200K or kind == PAT_R50K or kind == PAT_LLAMA3
+            or kind == PAT_QWEN2 or kind == PAT_TEKKEN)
+
+
+cdef inline Py_ssize_t run_width(int kind, const uint8_t* s, Py_ssize_t k) noexcept nogil:
+    """Bytes of the character at ``k`` when a run of it may share its piece end, else 0: not
+    \\p{N}, which the patterns cut in bounded pieces, but r50k's `` ?\\p{N}+``."""
+    cdef Py_ssize_t w
+    if char_flags_fast(s, k, &w) & BPE_UT_N and kind != PAT_R50K:
+        return 0
+    return w

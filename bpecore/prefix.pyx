@@ -23,13 +23,10 @@ from libcpp.vector cimport vector
 
 from libc.string cimport memcmp
 
-from bpecore._classes cimport (
-    BPE_UT_N, PAT_CL100K, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX,
-    PAT_TEKKEN,
-)
+from bpecore._classes cimport PAT_NONE, PAT_REGEX
 from bpecore._types cimport NO_TOKEN
 from bpecore.backtrack cimport BacktrackEncoder, count_bytes
-from bpecore.pretokenize cimport char_flags_fast, next_piece_end
+from bpecore.pretokenize cimport next_piece_end
 from bpecore.utf8 cimport is_lead
 from bpecore.vocab cimport Vocab, VocabView, hash_u64, is_valid_pair, token_len, trie_child
 
@@ -148,26 +145,6 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
     return NO_TOKEN
 
 
-cdef inline bint _run_ends_shared(int kind) noexcept nogil:
-    """Patterns in which a piece that is one character c repeated, at least twice, ends where
-    the piece one c earlier ends: every alternative that can match such a run is greedy and
-    unbounded (letters and marks, punctuation and symbols, ``\\s*[\\r\\n]+``, ``\\s+(?!\\S)``,
-    r50k's numbers), and the numeral alternatives that are bounded ({1,3}, single) are left out
-    by ``_run_width``. split_at_end then reads a run once, not once per candidate inside it
-    (tests/bpecore/test_split_runs.py)."""
-    return (kind == PAT_CL100K or kind == PAT_O200K or kind == PAT_R50K or kind == PAT_LLAMA3
-            or kind == PAT_QWEN2 or kind == PAT_TEKKEN)
-
-
-cdef inline Py_ssize_t _run_width(int kind, const uint8_t* s, Py_ssize_t k) noexcept nogil:
-    """Bytes of the character at ``k`` when a run of it may share its piece end, else 0: not
-    \\p{N}, which the patterns cut in bounded pieces, but r50k's `` ?\\p{N}+``."""
-    cdef Py_ssize_t w
-    if char_flags_fast(s, k, &w) & BPE_UT_N and kind != PAT_R50K:
-        return 0
-    return w
-
-
 def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
     """Smallest char offset k with count(text[k:]) <= limit (see Encoding.split_at_end).
 
@@ -195,7 +172,7 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
     cdef Py_ssize_t anchor = -1, anchor_lo = 0, ends_count
     cdef Py_ssize_t run_e = -1, run_w = 0, j  # end of the last candidate's piece when it is one
     # character (of run_w bytes) repeated
-    cdef bint runs = _run_ends_shared(kind)
+    cdef bint runs = run_ends_shared(kind)
     cdef vector[Py_ssize_t] ref_ends
     # window: no k below n - (limit + 1) * maxlen bytes can fit
     k0 = n - (limit + 1) * maxlen
@@ -236,7 +213,7 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
                 e = n if kind == PAT_NONE else next_piece_end(kind, s, n, k)
                 run_e = -1
                 if runs:
-                    run_w = _run_width(kind, s, k)
+                    run_w = run_width(kind, s, k)
                     if run_w and e - k >= 2 * run_w and (e - k) % run_w == 0:
                         j = k + run_w
                         while j < e and memcmp(s + j, s + k, run_w) == 0:

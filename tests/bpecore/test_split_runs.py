@@ -211,3 +211,49 @@ def test_deepseek3_cjk_stream_linear():
         times.append(time.process_time() - t0)
         assert counter.count == enc.count("日" * size)
     assert times[1] < 10 * max(times[0], 0.01), times
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(st.sampled_from(_RUN_CHARS), st.integers(1, 12)), min_size=1, max_size=6
+    ),
+    name=st.sampled_from(sorted(_KINDS)),
+)
+def test_hyp_prepending_runs(runs, name):
+    """The prepending counter, one character at a time in front over joined runs (a run at the
+    front lengthened through its first-token table; digit triples that shift with each digit
+    meeting a recorded suffix count), equals the count of every suffix."""
+    enc = _encoding(name)
+    text = "".join(c * m for c, m in runs)
+    counter = enc.prependable_counter()
+    for k in range(len(text) - 1, -1, -1):
+        assert counter.push(text[k]) == enc.count(text[k:]), (text, k)
+
+
+@pytest.mark.parametrize("fill", ["a", " ", "7", "日", "\n", "ab cd "])
+def test_prepending_linear(enc, fill):
+    """One character pushed in front at a time: 4x the characters cost about 4x (a run at the
+    front was cut and encoded whole at each push; digits re-cut to the run's end)."""
+    times = []
+    for size in (20_000, 80_000):
+        text = (fill * size)[:size]
+        counter = enc.prependable_counter()
+        t0 = time.process_time()
+        for char in reversed(text):
+            counter.push(char)
+        times.append(time.process_time() - t0)
+        assert counter.count == enc.count(text)
+    assert times[1] < 10 * max(times[0], 0.01), times
+
+
+def test_prepending_without_pattern():
+    """No pattern: the whole text is one piece, lengthened in front through its table."""
+    from tests.conftest import exact_encoding
+
+    enc = exact_encoding("cl100k_nopattern")
+    text = "hello world, " * 300
+    counter = enc.prependable_counter()
+    for k in range(len(text) - 1, -1, -7):
+        start = max(0, k - 6)
+        assert counter.push(text[start : k + 1]) == enc.count(text[start:]), k
