@@ -2750,6 +2750,9 @@ class HFEncoding(Encoding):
         if plain is None or (prepend and plain._core.kind == _PAT_REGEX):
             return _PrependCounter(self) if prepend else _RecountingCounter(self)
         if prepend:
+            matcher = self._cut_matcher()
+            if matcher is not None:
+                return _CutPrepender(self, matcher, plain.prependable_counter, self._clean_chars)
             fast = plain.prependable_counter()
         else:
             if self._plain_appender(plain) is None:
@@ -3236,6 +3239,98 @@ class _CutAppender:
 
     def __reduce__(self):
         return (_rebuild_counter, (self._enc, "appendable", (self.bytes + self.pending_bytes,)))
+
+
+class _CutPrepender:
+    """Prepending counter of a pipeline that cuts added tokens out of its text (GPT-NeoX's and
+    MPT's runs of spaces), linear in the stream: the mirror of ``_CutAppender``.
+
+    Pushing in front never changes a suffix, and the cut of a suffix from ``x`` starts at the
+    first position ``s >= x`` where a token starts, so ``T(x) = count(text[x:])`` is
+    ``P(text[x:s]) + T(s)``, with ``T(s) = 1 + T(s + len)`` at a match. Each new front character
+    is one match attempt over the first L characters (L = the longest token); ``T`` is kept for
+    every position, and the segment before the first match lives in the plain encoding's
+    compiled prepending counter. A special token's text (it hides what it overlaps) or text the
+    normalizer could change moves the counter to recounting."""
+
+    def __init__(self, enc: HFEncoding, matcher: _Matcher, segment, clean) -> None:
+        from array import array
+
+        self._enc = enc
+        self._rx = matcher.rx
+        self._by_text = matcher.by_text
+        self._skip = enc._special_ids
+        self._segment = segment  # a new prepending counter of the plain encoding
+        self._clean = clean
+        self._longest = max(map(len, matcher.by_text))
+        self._parts: list[str] = []  # pushed texts, the last pushed first in the text
+        self._suffix = array("q", [0])  # _suffix[d]: the count of the last d characters
+        self._seg = segment()  # text[x:s]: from the front to the first match (or the end)
+        self._seg_end = 0  # d of s
+        self._front = ""  # the first L characters
+        self._slow = None
+        self.count = 0
+
+    def push(self, data: str | bytes) -> int:
+        if self._slow is not None:
+            self.count = self._slow.push(data)
+            return self.count
+        if type(data) is str:
+            new = _valid(data)
+        else:
+            try:
+                new = bytes(data).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"pushed bytes are not complete UTF-8: {e.reason} at byte {e.start}"
+                ) from None
+        if not new:
+            return self.count
+        if not self._clean(new):
+            return self._recount(new)
+        suffix, longest = self._suffix, self._longest
+        for i in range(len(new) - 1, -1, -1):
+            front = (new[i] + self._front)[:longest]
+            m = self._rx.match(front)
+            d = len(suffix)  # the new front's distance from the end
+            if m is not None:
+                if self._by_text[m.group()].id in self._skip:
+                    del suffix[d - (len(new) - 1 - i) :]  # the chars of ``new`` taken so far
+                    return self._recount(new)
+                suffix.append(1 + suffix[d - m.end()])
+                self._seg = self._segment()
+                self._seg_end = d
+            else:
+                suffix.append(self._seg.push(new[i]) + suffix[self._seg_end])
+            self._front = front
+        self._parts.append(new)
+        self.count = suffix[-1]
+        return self.count
+
+    def _recount(self, new: str) -> int:
+        text = new + self.text
+        self._slow = _PrependCounter(self._enc)
+        self.count = self._slow.push(text)
+        return self.count
+
+    @property
+    def text(self) -> str:
+        if self._slow is not None:
+            return self._slow.text
+        if len(self._parts) > 1:
+            self._parts = ["".join(reversed(self._parts))]
+        return self._parts[0] if self._parts else ""
+
+    @property
+    def bytes(self) -> bytes:
+        return self.text.encode("utf-8")
+
+    @property
+    def recounting(self) -> bool:
+        return self._slow is not None
+
+    def __reduce__(self):
+        return (_rebuild_counter, (self._enc, "prependable", (self.bytes,)))
 
 
 class _PrependCounter:

@@ -1222,23 +1222,47 @@ def test_hyp_neox_appending_cuts_added_tokens(neox_like, parts, as_bytes):
     assert again.push("  z") == count(text + "  z")
 
 
+@given(parts=_NEOX_PUSHES, as_bytes=st.booleans())
+def test_hyp_neox_prepending_cuts_added_tokens(neox_like, parts, as_bytes):
+    """The prepending counter keeps the count of every suffix (runs of spaces lengthened or
+    completed in front, a special token's text moving it to recounting): equal to
+    `tokenizers`' after every push; pickled mid-stream."""
+    enc, tok = neox_like
+    reader = tokenizers.Tokenizer.from_str(tok.to_str())
+    reader.encode_special_tokens = True
+
+    def count(text: str) -> int:
+        return len(reader.encode(text, add_special_tokens=False).ids)
+
+    counter = enc.prependable_counter()
+    assert type(counter).__name__ == "_CutPrepender"
+    text = ""
+    for part in reversed(parts):
+        text = part + text
+        counter.push(part.encode("utf-8") if as_bytes else part)
+        assert counter.count == count(text), (parts, as_bytes, text, counter.count)
+    again = pickle.loads(pickle.dumps(counter))
+    assert again.push("z  ") == count("z  " + text)
+
+
 @pytest.mark.parametrize("fill", [" ", "a", "ab  cd   "])
 def test_neox_appending_linear(neox_like, fill):
-    """Runs of spaces (added tokens) pushed a character at a time: 4x the text costs about 4x
-    (each push recounted the whole text before)."""
+    """Runs of spaces (added tokens) pushed a character at a time, at the end and in front: 4x
+    the text costs about 4x (each push recounted the whole text before)."""
     import time
 
     enc, _ = neox_like
-    times = []
-    for size in (20_000, 80_000):
-        text = (fill * size)[:size]
-        counter = enc.appendable_counter()
-        start = time.process_time()
-        for char in text:
-            counter.push(char)
-        times.append(time.process_time() - start)
-        assert counter.count == enc.count(text)
-    assert times[1] < 10 * max(times[0], 0.01), times
+    for front in (False, True):
+        times = []
+        for size in (20_000, 80_000):
+            text = (fill * size)[:size]
+            counter = enc.prependable_counter() if front else enc.appendable_counter()
+            start = time.process_time()
+            for char in reversed(text) if front else text:
+                counter.push(char)
+            times.append(time.process_time() - start)
+            assert counter.count == enc.count(text)
+        assert times[1] < 10 * max(times[0], 0.01), (front, times)
 
 
 _FALCON_MIXED = st.lists(
