@@ -2745,15 +2745,28 @@ class HFEncoding(Encoding):
             self.__dict__["_plain_reach"] = reach
         return None if reach is None else _RegexAppender(plain, reach)
 
+    def _plain_prepender(self, plain: Encoding):
+        """The plain encoding's prepending counter: compiled for a scanner pattern, else
+        ``_RegexPrepender`` when ``_Reach`` reads the pattern, else None."""
+        if plain._core.kind != _PAT_REGEX:
+            return plain.prependable_counter()
+        self._plain_appender(plain)  # finds the pattern's _Reach
+        reach = self.__dict__["_plain_reach"]
+        return None if reach is None else _RegexPrepender(plain, reach)
+
     def _streaming(self, prepend: bool):
         plain = self._plain()
-        if plain is None or (prepend and plain._core.kind == _PAT_REGEX):
+        if plain is None:
             return _PrependCounter(self) if prepend else _RecountingCounter(self)
         if prepend:
+            if self._plain_prepender(plain) is None:
+                return _PrependCounter(self)
             matcher = self._cut_matcher()
             if matcher is not None:
-                return _CutPrepender(self, matcher, plain.prependable_counter, self._clean_chars)
-            fast = plain.prependable_counter()
+                return _CutPrepender(
+                    self, matcher, lambda: self._plain_prepender(plain), self._clean_chars
+                )
+            fast = self._plain_prepender(plain)
         else:
             if self._plain_appender(plain) is None:
                 return _RecountingCounter(self)
@@ -3089,6 +3102,142 @@ class _RegexAppender:
     @property
     def pending_bytes(self) -> bytes:
         return self._decoder.getstate()[0]
+
+    def __reduce__(self):
+        raise TypeError("pickled through the encoding's counter")
+
+
+class _RegexPrepender:
+    """Prepending counter of a plain encoding whose pattern has no scanner (run by `regex`), the
+    mirror of ``_RegexAppender``. Pushing in front never changes a suffix, and a suffix is cut
+    from its start alone, so the count from every position once cut from stays true: a new
+    front is cut, in a window of the text's first characters, up to the first piece end whose
+    count is known. A first piece made of a long run of one character and a short tail, which
+    the pattern keeps whole at two run lengths past its bounded parts (with what its attempt
+    reads after it), takes more of that character in front without a re-cut: its count comes
+    from a compiled counter of the piece alone. A long piece of mixed characters in front (a 1 MB
+    word) is cut again per push."""
+
+    _WINDOW = 2048
+
+    def __init__(self, plain: Encoding, reach: _Reach) -> None:
+        from array import array
+
+        self._plain = plain
+        self._rx = regex.compile(plain.pattern)
+        self._reach = reach
+        self._bound = _fixed_size(reach.root) + 2
+        self._piece = Encoding(plain.name, None, None, {}, vocab=plain._vocab)
+        self._parts: list[str] = []  # pushed texts, the last pushed first in the text
+        self._size = 0
+        self._suffix = array("q", [0])  # _suffix[d]: count of the last d characters, -1 unknown
+        self._front = ""  # the text's first characters (at most 2 * _WINDOW, or more at need)
+        self._run: tuple | None = None  # (char, d of the piece's end, piece counter)
+        self._runs_ok: dict[tuple[str, str], bool] = {}
+        self.count = 0
+
+    def push(self, data: str | bytes) -> int:
+        if type(data) is str:
+            new = _valid(data)
+        else:
+            try:
+                new = bytes(data).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"pushed bytes are not complete UTF-8: {e.reason} at byte {e.start}"
+                ) from None
+        if not new:
+            return self.count
+        self._parts.append(new)
+        for i in range(len(new) - 1, -1, -1):
+            char = new[i]
+            self._size += 1
+            self._front = char + self._front
+            if len(self._front) > 2 * self._WINDOW:
+                self._front = self._front[: self._WINDOW]
+            run = self._run
+            if run is not None and char == run[0]:
+                run[2].push(char)
+                self._suffix.append(run[2].count + self._suffix[run[1]])
+                continue
+            self._run = None
+            self._suffix.append(-1)
+            self._cut(i)
+        self.count = self._suffix[-1]
+        return self.count
+
+    def _cut(self, pending: int) -> None:
+        """Cut the text from the new front up to a piece end whose count is known (``pending``:
+        characters of the last part not taken yet, in front of the text so far)."""
+        suffix, size = self._suffix, self._size
+        while True:
+            front = self._front
+            whole = len(front) == size
+            seen = _ReachText(front)
+            pieces: list[tuple[int, int]] = []
+            done = False
+            for m in self._rx.finditer(front):
+                a, b = m.span()
+                if a != (pieces[-1][1] if pieces else 0):
+                    break  # text the pattern does not match
+                if not whole and self._reach.horizon(seen, a) > len(front):
+                    break  # the attempt read the window's end: widen it
+                pieces.append((a, b))
+                if suffix[size - b] >= 0:
+                    done = True
+                    break
+            if done or (whole and pieces and pieces[-1][1] == size):
+                break
+            if whole:  # gaps the pattern does not match: the plain count, nothing recorded
+                suffix[size] = self._plain.count(front)
+                return
+            self._front = self.text[pending:]  # every character from the front
+        total = suffix[size - pieces[-1][1]]
+        for a, b in reversed(pieces):
+            total += self._piece.count(front[a:b])
+            suffix[size - a] = total
+        if len(self._front) > 2 * self._WINDOW:
+            self._front = self._front[: max(self._WINDOW, 2 * pieces[0][1])]
+        self._maybe_run(front, pieces[0][1])
+
+    def _maybe_run(self, front: str, b: int) -> None:
+        """Take the first piece front[:b] as a run when it is one (see the class docstring)."""
+        piece = front[:b]
+        char = piece[0]
+        m = len(piece) - len(piece.lstrip(char))
+        tail = piece[m:]
+        if len(tail) > 8 or m <= self._bound + 16:
+            return
+        h = self._reach.horizon(_ReachText(front), 0)
+        if h > len(front) and len(front) < self._size:
+            return  # the attempt read past the window
+        after = front[b:h]
+        k = self._bound + len(tail) + len(after) + 2
+        if m < k:
+            return
+        key = (char, tail + "\0" + after)
+        found = self._runs_ok.get(key)
+        if found is None:
+            found = all(
+                (mt := self._rx.match(char * j + tail + after)) is not None
+                and mt.end() == j + len(tail)
+                for j in (k, k + 1)
+            )
+            self._runs_ok[key] = found
+        if found:
+            counter = self._piece.prependable_counter()
+            counter.push(piece)
+            self._run = (char, self._size - b, counter)
+
+    @property
+    def text(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(reversed(self._parts))]
+        return self._parts[0] if self._parts else ""
+
+    @property
+    def bytes(self) -> bytes:
+        return self.text.encode("utf-8")
 
     def __reduce__(self):
         raise TypeError("pickled through the encoding's counter")

@@ -394,6 +394,36 @@ def test_hyp_appending_equals_tokenizers(trio, parts, data):
         assert counter.count == len(tok.encode(text, add_special_tokens=False).ids), (family, text)
 
 
+@settings(max_examples=40, deadline=None)
+@given(parts=_PUSHES)
+def test_hyp_prepending_equals_tokenizers(trio, parts):
+    """The prepending counter of each family, text pushed in front in parts: the count of the
+    text so far equals `tokenizers`' after every push."""
+    family, enc, _, tok = trio
+    counter = enc.prependable_counter()
+    text = ""
+    for part in reversed(parts):
+        text = part + text
+        counter.push(part)
+        assert counter.count == len(tok.encode(text, add_special_tokens=False).ids), (family, text)
+
+
+@pytest.mark.parametrize("char", ["a", " "], ids=["letter", "space"])
+def test_prepending_linear_on_one_character(trio, char):
+    """One character pushed in front at a time: 4x the characters cost about 4x on every
+    family (compiled counters, ``_RegexPrepender``, ``_CutPrepender``)."""
+    family, enc, _, _ = trio
+    times = []
+    for size in (20_000, 80_000):
+        counter = enc.prependable_counter()
+        start = time.process_time()
+        for c in char * size:
+            counter.push(c)
+        times.append(time.process_time() - start)
+        assert counter.count == enc.count(char * size)
+    assert times[1] < 10 * max(times[0], 0.01), (family, times)
+
+
 @pytest.mark.parametrize("char", ["a", " "], ids=["letter", "space"])
 def test_appending_linear_on_one_character(trio, char):
     """One character pushed at a time: 4x the characters cost about 4x the CPU time on every

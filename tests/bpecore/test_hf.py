@@ -1397,3 +1397,48 @@ def test_deepseek_llm_split_at_end_takes_the_pass(deepseek_llm_file, monkeypatch
                 if len(tok.encode(text[k:], add_special_tokens=False).ids) <= n
             )
             assert enc.split_at_end(text, n) == want, (text, n)
+
+
+@pytest.mark.parametrize("pattern", _APPEND_PATTERNS)
+@settings(max_examples=60, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "x", " ", "\n", "7", "é", "xa"]), st.integers(1, 90)),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_hyp_regex_prepender(pattern, runs):
+    """``_RegexPrepender`` against the plain count of every suffix: cut from each new front to
+    a known suffix count, long runs in front taken without a re-cut only where the pattern keeps
+    them whole."""
+    from bpecore.hf import _Reach, _RegexPrepender
+
+    base = bpecore.get_encoding("cl100k_base")
+    plain = bpecore.Encoding("regex-plain", base._mergeable_ranks, pattern, {})
+    counter = _RegexPrepender(plain, _Reach(pattern))
+    text = "".join(c * m for c, m in runs)
+    for k in range(len(text) - 1, -1, -1):
+        assert counter.push(text[k]) == plain.count(text[k:]), (text[k:], k)
+    assert counter.bytes == text.encode()
+
+
+def test_regex_prepender_linear_on_runs():
+    """One letter, spaces or a CJK character pushed in front one at a time: linear."""
+    import time
+
+    from bpecore.hf import _Reach, _RegexPrepender
+
+    pattern = _APPEND_PATTERNS[3]
+    base = bpecore.get_encoding("cl100k_base")
+    plain = bpecore.Encoding("regex-plain", base._mergeable_ranks, pattern, {})
+    for fill in ("a", " ", "日"):
+        times = []
+        for size in (20_000, 80_000):
+            counter = _RegexPrepender(plain, _Reach(pattern))
+            start = time.process_time()
+            for char in fill * size:
+                counter.push(char)
+            times.append(time.process_time() - start)
+            assert counter.count == plain.count(fill * size)
+        assert times[1] < 10 * max(times[0], 0.01), (fill, times)
