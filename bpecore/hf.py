@@ -47,12 +47,17 @@ character the normalizer could change take one pass over the pre-tokenizer's sta
 it was derived from): the leading stages that cut a prefix or suffix where they cut the text
 (one character class or a run of it: Digits, Punctuation, ``[\r\n]``, CJK runs), then for the
 next stage the read horizon of each regex attempt (``_Reach``) or, for suffixes, the attempt at
-every position, with the pieces' counts summed. About 10-20 ms for ``n`` = 1000 on 50 KB of
+every position (DeepSeek LLM's trailing-whitespace split by its own rule), with the pieces'
+counts summed. About 10-20 ms for ``n`` = 1000 on 50 KB of
 DeepSeek-Coder-, Falcon- or StarCoder-style chains (docs/perf/hf.md); a run of one class inside
 the ``n`` tokens' window is re-read per candidate (quadratic in that run). Anything else takes
 the slower exact path, from the definitions:
-- ``split_at`` / ``split_at_end`` of a text the normalizer changes or with an added token's text
-  in it (and ``split_at_end`` past the cut stages of one ``_Reach`` does not read: lookbehind,
+- ``split_at`` / ``split_at_end`` of a text holding added tokens' texts, when no token strips
+  or needs a whole word and one level (raw or normalized) holds the non-special ones found: cut
+  at them (``longest_prefix_by_added``, ``shortest_suffix_by_added``: leftmost-longest matching
+  reads nothing before a match);
+- ``split_at`` / ``split_at_end`` of a text the normalizer changes or with other added tokens'
+  text in it (and ``split_at_end`` past the cut stages of one ``_Reach`` does not read: lookbehind,
   anchors, a prefix-space ByteLevel with its regex; ``split_at`` counts such a stage's
   candidates from the start of their cut piece): one token stands for at most ``max_token_len`` bytes of the normalized text, and
   a normalizer made of Unicode forms keeps at least one byte per ASCII character and a quarter
@@ -63,7 +68,11 @@ the slower exact path, from the definitions:
   file, quadratic in ``n``. A pipeline that can drop text (Replace, added tokens that strip)
   has no such bound: every prefix is a candidate;
 - interval counts: each queried slice is counted (answers memoized);
-- appending and prepending counters: each push recounts the text (quadratic in the stream);
+- appending and prepending counters: the plain encoding's (compiled, or ``_RegexAppender`` /
+  ``_RegexPrepender`` for a pattern without a scanner) while each push keeps the text left
+  alone (``_GuardedCounter``), cut at added tokens as the stream grows (``_CutAppender``,
+  ``_CutPrepender``); from the first push that is not left alone, each push recounts the text
+  (quadratic from there);
 - the chunker: its interval-counter queries, so about one count of each chunk per query.
 Llama 3's whole-piece encoding (``WholePieceEncoding``, below) inherits these (its pattern is one stage).
 """
