@@ -2,7 +2,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
 
 from bpecore._classes cimport (
-    BPE_UT_N, PAT_CL100K, PAT_LLAMA3, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_TEKKEN,
+    BPE_UT_N, PAT_CL100K, PAT_DEEPSEEK3, PAT_LLAMA3, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_TEKKEN,
 )
 from bpecore.pretokenize cimport char_flags_fast
 from bpecore.vocab cimport Vocab, VocabView
@@ -40,12 +40,13 @@ cdef inline bint run_ends_shared(int kind) noexcept nogil:
     """Patterns in which a piece that is one character c repeated, at least twice, ends where
     the piece one c earlier ends: every alternative that can match such a run is greedy and
     unbounded (letters and marks, punctuation and symbols, ``\\s*[\\r\\n]+``, ``\\s+(?!\\S)``,
-    r50k's numbers), and the numeral alternatives that are bounded ({1,3}, single) are left out
+    r50k's numbers, DeepSeek V3's CJK runs and its runs no other alternative takes, which end
+    where one does), and the numeral alternatives that are bounded ({1,3}, single) are left out
     by ``run_width``. split_at_end then reads a run once, not once per candidate inside it
     (tests/bpecore/test_split_runs.py); the prepending counter extends
     such a run at the front likewise (appendable.pyx)."""
     return (kind == PAT_CL100K or kind == PAT_O200K or kind == PAT_R50K or kind == PAT_LLAMA3
-            or kind == PAT_QWEN2 or kind == PAT_TEKKEN)
+            or kind == PAT_QWEN2 or kind == PAT_TEKKEN or kind == PAT_DEEPSEEK3)
 
 
 cdef inline Py_ssize_t run_width(int kind, const uint8_t* s, Py_ssize_t k) noexcept nogil:

@@ -46,7 +46,14 @@ _KINDS = {
     "r50k_base": lambda: bpecore.get_encoding("r50k_base"),
     "tekken": lambda: bpecore.get_encoding("tekken"),
     "qwen2": _qwen2_kind,
+    "deepseek3": lambda: _deepseek3_kind(),
 }
+
+
+def _deepseek3_kind():
+    from tests.conftest import exact_encoding
+
+    return exact_encoding("deepseek3_pattern")
 
 
 @pytest.fixture(scope="module", params=sorted(_KINDS))
@@ -94,7 +101,7 @@ def test_long_run_sampled_n(enc, fill):
 #: Runs of these, in any order and length, joined: letters of both cases, digits (cut in triples
 #: that fall out of phase with a run's start), whitespace and line breaks, punctuation and the
 #: apostrophe of the contractions, a non-ASCII letter and a CJK character.
-_RUN_CHARS = "aAs'7 \n\r\t!.é日Ä\u0301\u3000…😀٣"
+_RUN_CHARS = "aAs'7 \n\r\t!.é日Ä\u0301\u3000…😀٣ア。\x01"
 
 
 @settings(max_examples=150, deadline=None)
