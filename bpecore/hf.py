@@ -2997,7 +2997,77 @@ def _fixed_size(node) -> int:
     )
 
 
-class _RegexAppender:
+class _Stream:
+    """What the pipelines' streaming counters below share: the pushed text, kept as parts, and
+    the decoding of pushed bytes (appending: a character may be cut across pushes; prepending:
+    each push complete UTF-8, as the compiled counters take them). ``_slow``, once set, is the
+    recounting counter that holds the text from then on."""
+
+    _prepend = False
+    _enc: Encoding | None = None
+    _slow = None
+
+    def _start(self) -> None:
+        import codecs
+
+        self._parts: list[str] = []  # prepending: the last pushed first in the text
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self.count = 0
+
+    def _decode(self, data: str | bytes) -> str:
+        if type(data) is str:
+            return _valid(data)
+        if self._prepend:
+            try:
+                return bytes(data).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"pushed bytes are not complete UTF-8: {e.reason} at byte {e.start}"
+                ) from None
+        state = self._decoder.getstate()
+        try:
+            return self._decoder.decode(bytes(data))
+        except UnicodeDecodeError as e:
+            self._decoder.setstate(state)
+            raise ValueError(f"invalid UTF-8 in pushed bytes: {e.reason}") from None
+
+    def extend(self, pieces: Iterable[str | bytes]) -> int:
+        for piece in pieces:
+            self.push(piece)
+        return self.count
+
+    @property
+    def text(self) -> str:
+        if self._slow is not None:
+            return self._slow.text
+        if len(self._parts) > 1:
+            self._parts = ["".join(reversed(self._parts) if self._prepend else self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    @property
+    def bytes(self) -> bytes:
+        return self.text.encode("utf-8")
+
+    @property
+    def pending_bytes(self) -> bytes:
+        if self._prepend:
+            return b""
+        decoder = self._slow._decoder if self._slow is not None else self._decoder
+        return decoder.getstate()[0]
+
+    @property
+    def recounting(self) -> bool:
+        """Whether the text has left the fast path (each push recounts it)."""
+        return self._slow is not None
+
+    def __reduce__(self):
+        if self._enc is None:
+            raise TypeError("pickled through the encoding's counter")
+        kind = "prependable" if self._prepend else "appendable"
+        return (_rebuild_counter, (self._enc, kind, (self.bytes + self.pending_bytes,)))
+
+
+class _RegexAppender(_Stream):
     """Appending counter of a plain encoding whose pattern has no scanner (run by `regex`):
     the pieces whose match attempt read less than the text (``_Reach.horizon``) are final and
     counted once; the others are cut again at each push. A last piece made of a short head and
@@ -3008,30 +3078,18 @@ class _RegexAppender:
     characters (a 1 MB word) is cut again per push."""
 
     def __init__(self, plain: Encoding, reach: _Reach) -> None:
-        import codecs
-
+        self._start()
         self._rx = regex.compile(plain.pattern)
         self._reach = reach
         self._bound = _fixed_size(reach.root) + 2
         self._piece = Encoding(plain.name, None, None, {}, vocab=plain._vocab)
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
-        self._parts: list[str] = []
         self._committed = 0  # the count of the final pieces, text[:f]
         self._tail = ""  # text[f:] (outside a run)
         self._run: tuple | None = None  # (head, char, run length, piece counter)
         self._runs_ok: dict[tuple[str, str], bool] = {}
-        self.count = 0
 
     def push(self, data: str | bytes) -> int:
-        if type(data) is str:
-            new = _valid(data)
-        else:
-            state = self._decoder.getstate()
-            try:
-                new = self._decoder.decode(bytes(data))
-            except UnicodeDecodeError as e:
-                self._decoder.setstate(state)
-                raise ValueError(f"invalid UTF-8 in pushed bytes: {e.reason}") from None
+        new = self._decode(data)
         if not new:
             return self.count
         self._parts.append(new)
@@ -3098,25 +3156,8 @@ class _RegexAppender:
     def _piece_count(self, tail: str, pieces) -> int:
         return sum(self._piece.count(tail[a:b]) for a, b in pieces)
 
-    @property
-    def text(self) -> str:
-        if len(self._parts) > 1:
-            self._parts = ["".join(self._parts)]
-        return self._parts[0] if self._parts else ""
 
-    @property
-    def bytes(self) -> bytes:
-        return self.text.encode("utf-8")
-
-    @property
-    def pending_bytes(self) -> bytes:
-        return self._decoder.getstate()[0]
-
-    def __reduce__(self):
-        raise TypeError("pickled through the encoding's counter")
-
-
-class _RegexPrepender:
+class _RegexPrepender(_Stream):
     """Prepending counter of a plain encoding whose pattern has no scanner (run by `regex`), the
     mirror of ``_RegexAppender``. Pushing in front never changes a suffix, and a suffix is cut
     from its start alone, so the count from every position once cut from stays true: a new
@@ -3128,33 +3169,25 @@ class _RegexPrepender:
     word) is cut again per push."""
 
     _WINDOW = 2048
+    _prepend = True
 
     def __init__(self, plain: Encoding, reach: _Reach) -> None:
         from array import array
 
+        self._start()
         self._plain = plain
         self._rx = regex.compile(plain.pattern)
         self._reach = reach
         self._bound = _fixed_size(reach.root) + 2
         self._piece = Encoding(plain.name, None, None, {}, vocab=plain._vocab)
-        self._parts: list[str] = []  # pushed texts, the last pushed first in the text
         self._size = 0
         self._suffix = array("q", [0])  # _suffix[d]: count of the last d characters, -1 unknown
         self._front = ""  # the text's first characters (at most 2 * _WINDOW, or more at need)
         self._run: tuple | None = None  # (char, d of the piece's end, piece counter)
         self._runs_ok: dict[tuple[str, str], bool] = {}
-        self.count = 0
 
     def push(self, data: str | bytes) -> int:
-        if type(data) is str:
-            new = _valid(data)
-        else:
-            try:
-                new = bytes(data).decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(
-                    f"pushed bytes are not complete UTF-8: {e.reason} at byte {e.start}"
-                ) from None
+        new = self._decode(data)
         if not new:
             return self.count
         self._parts.append(new)
@@ -3238,21 +3271,8 @@ class _RegexPrepender:
             counter.push(piece)
             self._run = (char, self._size - b, counter)
 
-    @property
-    def text(self) -> str:
-        if len(self._parts) > 1:
-            self._parts = ["".join(reversed(self._parts))]
-        return self._parts[0] if self._parts else ""
 
-    @property
-    def bytes(self) -> bytes:
-        return self.text.encode("utf-8")
-
-    def __reduce__(self):
-        raise TypeError("pickled through the encoding's counter")
-
-
-class _CutAppender:
+class _CutAppender(_Stream):
     """Appending counter of a pipeline that cuts added tokens out of its text (GPT-NeoX's and
     MPT's runs of spaces), linear in the stream.
 
@@ -3268,8 +3288,7 @@ class _CutAppender:
     normalizer could change or with a dropped byte moves the counter to recounting."""
 
     def __init__(self, enc: HFEncoding, matcher: _Matcher, segment, clean) -> None:
-        import codecs
-
+        self._start()
         self._enc = enc
         self._rx = matcher.rx
         self._by_text = matcher.by_text
@@ -3277,8 +3296,6 @@ class _CutAppender:
         self._segment = segment  # a new appending counter of the plain encoding
         self._clean = clean
         self._longest = max(map(len, matcher.by_text))
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
-        self._parts: list[str] = []
         self._size = 0  # characters so far
         self._committed = 0  # C: the count of text[:e]
         self._e = 0  # end of the last counted match that is final (the segment's start)
@@ -3287,23 +3304,12 @@ class _CutAppender:
         self._seg_counts: dict[int, int] = {}  # position p -> count(text[e:p]), for recent p
         self._win = ""  # text[ws:]
         self._ws = 0
-        self._slow = None
-        self.count = 0
 
     def push(self, data: str | bytes) -> int:
         if self._slow is not None:
             self.count = self._slow.push(data)
             return self.count
-        if type(data) is str:
-            _valid(data)
-            new = data
-        else:
-            state = self._decoder.getstate()
-            try:
-                new = self._decoder.decode(bytes(data))
-            except UnicodeDecodeError as e:
-                self._decoder.setstate(state)
-                raise ValueError(f"invalid UTF-8 in pushed bytes: {e.reason}") from None
+        new = self._decode(data)
         if new and not self._clean(new):
             data = (self.text + new).encode("utf-8") + self._decoder.getstate()[0]
             self._slow = _RecountingCounter(self._enc)
@@ -3369,37 +3375,8 @@ class _CutAppender:
             p += 1
             self._seg_counts[p] = self._seg.push(char)
 
-    @property
-    def text(self) -> str:
-        if self._slow is not None:
-            return self._slow.text
-        if len(self._parts) > 1:
-            self._parts = ["".join(self._parts)]
-        return self._parts[0] if self._parts else ""
 
-    @property
-    def bytes(self) -> bytes:
-        return self.text.encode("utf-8")
-
-    @property
-    def pending_bytes(self) -> bytes:
-        decoder = self._slow._decoder if self._slow is not None else self._decoder
-        return decoder.getstate()[0]
-
-    @property
-    def recounting(self) -> bool:
-        return self._slow is not None
-
-    def extend(self, pieces: Iterable[str | bytes]) -> int:
-        for piece in pieces:
-            self.push(piece)
-        return self.count
-
-    def __reduce__(self):
-        return (_rebuild_counter, (self._enc, "appendable", (self.bytes + self.pending_bytes,)))
-
-
-class _CutPrepender:
+class _CutPrepender(_Stream):
     """Prepending counter of a pipeline that cuts added tokens out of its text (GPT-NeoX's and
     MPT's runs of spaces), linear in the stream: the mirror of ``_CutAppender``.
 
@@ -3411,9 +3388,12 @@ class _CutPrepender:
     compiled prepending counter. A special token's text (it hides what it overlaps) or text the
     normalizer could change moves the counter to recounting."""
 
+    _prepend = True
+
     def __init__(self, enc: HFEncoding, matcher: _Matcher, segment, clean) -> None:
         from array import array
 
+        self._start()
         self._enc = enc
         self._rx = matcher.rx
         self._by_text = matcher.by_text
@@ -3421,27 +3401,16 @@ class _CutPrepender:
         self._segment = segment  # a new prepending counter of the plain encoding
         self._clean = clean
         self._longest = max(map(len, matcher.by_text))
-        self._parts: list[str] = []  # pushed texts, the last pushed first in the text
         self._suffix = array("q", [0])  # _suffix[d]: the count of the last d characters
         self._seg = segment()  # text[x:s]: from the front to the first match (or the end)
         self._seg_end = 0  # d of s
         self._front = ""  # the first L characters
-        self._slow = None
-        self.count = 0
 
     def push(self, data: str | bytes) -> int:
         if self._slow is not None:
             self.count = self._slow.push(data)
             return self.count
-        if type(data) is str:
-            new = _valid(data)
-        else:
-            try:
-                new = bytes(data).decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(
-                    f"pushed bytes are not complete UTF-8: {e.reason} at byte {e.start}"
-                ) from None
+        new = self._decode(data)
         if not new:
             return self.count
         if not self._clean(new):
@@ -3470,25 +3439,6 @@ class _CutPrepender:
         self._slow = _PrependCounter(self._enc)
         self.count = self._slow.push(text)
         return self.count
-
-    @property
-    def text(self) -> str:
-        if self._slow is not None:
-            return self._slow.text
-        if len(self._parts) > 1:
-            self._parts = ["".join(reversed(self._parts))]
-        return self._parts[0] if self._parts else ""
-
-    @property
-    def bytes(self) -> bytes:
-        return self.text.encode("utf-8")
-
-    @property
-    def recounting(self) -> bool:
-        return self._slow is not None
-
-    def __reduce__(self):
-        return (_rebuild_counter, (self._enc, "prependable", (self.bytes,)))
 
 
 class _PrependCounter:
