@@ -377,7 +377,7 @@ _PUSHES = st.lists(
 )  # fmt: skip
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(parts=_PUSHES, data=st.data())
 def test_hyp_appending_equals_tokenizers(trio, parts, data):
     """The appending counter of each family, text pushed in parts (bytes cut inside characters
@@ -394,7 +394,7 @@ def test_hyp_appending_equals_tokenizers(trio, parts, data):
         assert counter.count == len(tok.encode(text, add_special_tokens=False).ids), (family, text)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(parts=_PUSHES)
 def test_hyp_prepending_equals_tokenizers(trio, parts):
     """The prepending counter of each family, text pushed in front in parts: the count of the

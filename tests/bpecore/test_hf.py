@@ -1311,10 +1311,10 @@ _APPEND_PATTERNS = [
 
 
 @pytest.mark.parametrize("pattern", _APPEND_PATTERNS)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(
     runs=st.lists(
-        st.tuples(st.sampled_from(["a", "b", "x", " ", "\n", "7", "é", "xa"]), st.integers(1, 90)),
+        st.tuples(st.sampled_from(["a", "b", "x", " ", "\n", "7", "é", "xa"]), st.integers(1, 70)),
         min_size=1,
         max_size=5,
     )
@@ -1400,10 +1400,10 @@ def test_deepseek_llm_split_at_end_takes_the_pass(deepseek_llm_file, monkeypatch
 
 
 @pytest.mark.parametrize("pattern", _APPEND_PATTERNS)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(
     runs=st.lists(
-        st.tuples(st.sampled_from(["a", "b", "x", " ", "\n", "7", "é", "xa"]), st.integers(1, 90)),
+        st.tuples(st.sampled_from(["a", "b", "x", " ", "\n", "7", "é", "xa"]), st.integers(1, 70)),
         min_size=1,
         max_size=5,
     )

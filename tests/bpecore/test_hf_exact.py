@@ -432,7 +432,7 @@ _PUSHES = st.lists(
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(parts=_PUSHES, as_bytes=st.booleans())
 def test_hyp_streaming_counters(encodings, kind, parts, as_bytes):
     """Both counters against the definition after every push (bytes cut inside a character
