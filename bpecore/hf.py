@@ -3355,8 +3355,10 @@ class _CutAppender(_Stream):
             s, t = pending
             before = self._seg_counts[s] if s > e else 0
             self.count = self._committed + before + 1 + self._enc.count(self._win[t - ws :])
-        keep = max(min(self._q, size - longest - 64), 0)
-        if keep > self._ws:
+        # the next search starts at or after size - L + 1 (and after q): nothing before that
+        # is read again, matched or not (trimmed in steps, so each character is copied O(1) times)
+        keep = max(size - longest - 64, 0)
+        if keep - self._ws > longest + 64:
             self._win = self._win[keep - self._ws :]
             self._ws = keep
             for p in [p for p in self._seg_counts if p < keep]:
