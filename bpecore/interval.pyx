@@ -24,7 +24,7 @@ Memory: 4 bytes per text byte (piece index at each boundary, or the two counts p
 running count, end, running horizon), plus 4 bytes per character for non-ASCII text; 14.0 bytes
 per byte measured on the English corpus.
 ``piece_tables=False`` skips the inner counts and takes each piece's count as ``count`` does
-(whole-piece table, then the encoder's piece cache): the pass then costs about 1.8x a ``count`` of
+(whole-piece table, then the encoder's piece cache): the pass then costs about 1.3x a ``count`` of
 the text, and queries that end inside pieces backtrack them. For callers asking few queries per
 piece, like the chunker (docs/perf/chunker.md).
 Threads: single ``count()`` calls up to GIL_BYTES hold the GIL and share the counter's buffers
@@ -47,14 +47,17 @@ their own.
 # - A piece table gives up past CAND_PER_BYTE tokens per byte: with a table for every length,
 #   runs of spaces took the build 12x the instructions (round 3).
 # - Without tables the pass counts pieces as encode_text does (whole-piece table, then the shared
-#   piece cache, slots prefetched a block ahead), and the buffers of a text over ~2 MB get huge
-#   pages before they are filled (a quarter of the pass was page faults): 18-21 -> 11 ms per
-#   English MB (docs/perf/chunker.md).
+#   piece cache, head_and_hash, slots prefetched one block ahead of the block counted), and the
+#   buffers of a text over ~2 MB get huge pages before they are filled (a quarter of the pass was
+#   page faults): 18-21 -> 11 ms per English MB (docs/perf/chunker.md).
+# - The piece structs are written through a pointer into a malloc'd buffer: a std::vector
+#   push_back of a struct built on the stack stalled on store forwarding (a quarter of the pass).
 # The measurements behind these decisions: docs/perf/interval.md.
 
 from cpython.object cimport PyObject_LengthHint
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
@@ -69,7 +72,8 @@ from bpecore.backtrack cimport BacktrackEncoder, backtrack_piece, count_piece, e
 from bpecore.piececache cimport CacheTable
 from bpecore.pretokenize cimport char_flags_fast, next_piece_end, next_piece_ends, piece_horizon
 from bpecore.vocab cimport (
-    VocabView, is_valid_pair, mul_hash, load_head, lookup_piece, lookup_piece_hashed, piece_hash,
+    VocabView, head_and_hash, is_valid_pair, mul_hash, load_head, lookup_piece, lookup_piece_hashed,
+    piece_hash,
 )
 
 
@@ -228,6 +232,26 @@ cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n,
     return pcnt[n]
 
 
+cdef inline Py_ssize_t _cut_hashed(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
+                                   Py_ssize_t* scan, Py_ssize_t* ends, uint64_t* heads,
+                                   uint64_t* hashes, const BpeCacheTable* shared) noexcept nogil:
+    """Cut up to BLOCK pieces from scan[0] (advanced past them) into ``ends``, with the head and
+    hash of each (``head_and_hash``) and its whole-piece slot and ``shared`` bucket prefetched;
+    returns how many were cut, 0 at the end of the text."""
+    cdef Py_ssize_t m = next_piece_ends(kind, s, n, scan[0], ends, BLOCK), j, start = scan[0], length
+    for j in range(m):
+        length = ends[j] - start
+        hashes[j] = head_and_hash(s + start, length, s + n, &heads[j])
+        bpe_prefetch(&v.pieces[hashes[j] >> v.piece_shift])
+        if length > 8:
+            bpe_prefetch(&v.piece_tails[hashes[j] >> v.piece_shift])
+        if shared != NULL and length <= BPE_CACHE_KEY:
+            bpe_prefetch(bpe_cache_bucket(shared, hashes[j]))
+        start = ends[j]
+    scan[0] = start
+    return m
+
+
 cdef class IntervalCounter:
     """Counts of slices of one text.
 
@@ -250,7 +274,9 @@ cdef class IntervalCounter:
     cdef Py_ssize_t nchars
     cdef int kind
     cdef vector[int32_t] piece_at
-    cdef vector[_Piece] pieces
+    cdef _Piece* pieces       #: pieces[0..npieces - 1], room for pcap (malloc'd: filled by pointer)
+    cdef Py_ssize_t npieces
+    cdef Py_ssize_t pcap
     cdef vector[uint32_t] char_byte
     cdef vector[uint32_t] scratch
     cdef vector[uint64_t] bits
@@ -267,10 +293,9 @@ cdef class IntervalCounter:
         self.head.asked = -1
         self.head.start = -1
         self.s = <const uint8_t*>PyUnicode_AsUTF8AndSize(text, &self.n)
-        cdef Py_ssize_t pos = 0, e, h, top = 0, c = 0, k, t
+        cdef Py_ssize_t c = 0, k, t
         cdef uint64_t word
         cdef int kind = encoder.kind
-        cdef const VocabView* v = &encoder.vocab.view
         cdef uint32_t* cb
         if self.nchars != self.n:
             self.char_byte.reserve(self.nchars + 1)
@@ -299,106 +324,192 @@ cdef class IntervalCounter:
                 cb[self.nchars] = <uint32_t>self.n
         if kind == PAT_NONE or kind == PAT_REGEX:
             return
-        cdef vector[_Seen] seen
-        cdef _Seen* slot
-        cdef _Piece piece
-        cdef uint64_t mask = 255, hashed, hits = 0, misses = 0
-        cdef int shift = 56
-        cdef Py_ssize_t pcount, nb, i
-        cdef Py_ssize_t ends[BLOCK]
-        cdef uint64_t heads[BLOCK]
-        cdef uint64_t hashes[BLOCK]
-        cdef Py_ssize_t start
-        cdef int32_t* at
-        cdef vector[uint32_t] work
-        cdef CacheTable table = None
-        cdef BpeCacheTable* shared = NULL
-        if not self.tables:
+        # about 4 bytes per piece in English, 3-6 in other scripts: grown at most once or twice
+        self.pcap = self.n // 4 + 16
+        self.pieces = <_Piece*>malloc(self.pcap * sizeof(_Piece))
+        if self.pieces == NULL:
+            raise MemoryError()
+        bpe_huge_pages(self.pieces, sizeof(_Piece) * self.pcap)
+        self.pieces[0].cum = 0
+        self.pieces[0].end = 0
+        self.pieces[0].reach = 0
+        self.npieces = 1
+        self.piece_at.reserve(self.n + 1)
+        bpe_huge_pages(self.piece_at.data(), 4 * (self.n + 1))
+        cdef CacheTable table
+        cdef bint ok
+        if self.tables:
+            with nogil:
+                self.piece_at.assign(self.n + 1, -1)
+                self.piece_at[0] = 0
+                ok = self._pass_tables()
+        else:
             # without tables a piece needs only its count: the encoder's piece cache has it
             table = encoder.piece_cache.get()   # held for the pass: a resize may replace it
-            shared = table.ptr
-        # with the piece cache only pieces longer than its key come here (73 of 216,000 in English)
-        while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << (4 if shared == NULL else 10)) < self.n:
+            with nogil:
+                self.piece_at.assign(self.n + 1, -1)
+                self.piece_at[0] = 0
+                ok = self._pass_counts(table.ptr)
+        if not ok:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.pieces)
+
+    cdef inline _Piece* _next_piece(self) noexcept nogil:
+        """Room for one more piece (NULL when memory is refused); npieces is not advanced."""
+        cdef _Piece* q
+        if self.npieces == self.pcap:
+            q = <_Piece*>realloc(self.pieces, 2 * self.pcap * sizeof(_Piece))
+            if q == NULL:
+                return NULL
+            self.pieces = q
+            self.pcap *= 2
+        return self.pieces + self.npieces
+
+    cdef bint _pass_tables(self) noexcept nogil:
+        """The pass with the inner prefix/suffix counts (``piece_tables=True``)."""
+        cdef int kind = self.kind
+        cdef vector[_Seen] seen
+        cdef _Seen* slot
+        cdef _Piece* q
+        cdef uint64_t mask = 255, hashed
+        cdef int shift = 56
+        cdef Py_ssize_t pos = 0, e, h, top = 0, pcount, nb, i
+        cdef int64_t cum = 0
+        cdef Py_ssize_t ends[BLOCK]
+        cdef int32_t* at = self.piece_at.data()
+        cdef vector[uint32_t] work
+        while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << 4) < self.n:
             mask = (mask << 1) | 1
             shift -= 1
-        with nogil:
-            if shared == NULL:
-                seen.resize(mask + 1)   # else made when a piece longer than the cache's key comes
-            self.piece_at.reserve(self.n + 1)
-            bpe_huge_pages(self.piece_at.data(), 4 * (self.n + 1))
-            self.piece_at.assign(self.n + 1, -1)
-            self.piece_at[0] = 0
-            at = self.piece_at.data()
-            # about 4 bytes per piece in English, 3-6 in other scripts: grown at most once or twice
-            self.pieces.reserve(self.n // 4 + 16)
-            bpe_huge_pages(self.pieces.data(), sizeof(_Piece) * (self.n // 4 + 16))
-            piece.cum = 0
-            piece.end = 0
-            piece.reach = 0
-            self.pieces.push_back(piece)
-            while pos < self.n:
-                nb = next_piece_ends(kind, self.s, self.n, pos, ends, BLOCK)
-                if shared != NULL:
-                    # hash the block's pieces and prefetch their slots first, so that the cache
-                    # misses of the lookups overlap (as encode_text does)
-                    start = pos
-                    for i in range(nb):
-                        e = ends[i]
-                        if 1 < e - start <= BPE_CACHE_KEY:
-                            heads[i] = load_head(self.s + start, e - start)
-                            hashes[i] = piece_hash(self.s + start, e - start, heads[i])
-                            bpe_prefetch(&v.pieces[hashes[i] >> v.piece_shift])
-                            if e - start > 8:
-                                bpe_prefetch(&v.piece_tails[hashes[i] >> v.piece_shift])
-                            bpe_prefetch(bpe_cache_bucket(shared, hashes[i]))
-                        start = e
-                for i in range(nb):
-                    e = ends[i]
-                    if shared != NULL and e - pos <= BPE_CACHE_KEY:
-                        pcount = 1 if e - pos == 1 else self._count_cached(
-                            pos, e, heads[i], hashes[i], shared, &hits, &misses)
-                    elif e - pos >= SEEN_MIN:
-                        # repeated pieces (words, CJK runs) are encoded once per pass; their inner
-                        # prefix/suffix counts are copied from the first occurrence
-                        hashed = piece_hash(self.s + pos, e - pos, load_head(self.s + pos, e - pos)) >> shift
-                        if seen.size() == 0:
-                            seen.resize(mask + 1)
-                        slot = &seen[hashed]
-                        if slot.length == e - pos and memcmp(self.s + slot.start, self.s + pos, e - pos) == 0:
-                            pcount = slot.count
-                            if self.tables:
-                                memcpy(at + pos + 1, at + slot.start + 1, (e - pos - 1) * sizeof(int32_t))
-                        else:
-                            pcount = self._count_new(pos, e, work)
-                            slot.start = pos
-                            slot.length = e - pos
-                            slot.count = pcount
+        seen.resize(mask + 1)
+        while pos < self.n:
+            nb = next_piece_ends(kind, self.s, self.n, pos, ends, BLOCK)
+            for i in range(nb):
+                e = ends[i]
+                if e - pos >= SEEN_MIN:
+                    # repeated pieces (words, CJK runs) are encoded once per pass; their inner
+                    # prefix/suffix counts are copied from the first occurrence
+                    hashed = piece_hash(self.s + pos, e - pos, load_head(self.s + pos, e - pos)) >> shift
+                    slot = &seen[hashed]
+                    if slot.length == e - pos and memcmp(self.s + slot.start, self.s + pos, e - pos) == 0:
+                        pcount = slot.count
+                        memcpy(at + pos + 1, at + slot.start + 1, (e - pos - 1) * sizeof(int32_t))
                     else:
                         pcount = self._count_new(pos, e, work)
-                    piece.cum += pcount
-                    h = _horizon(kind, self.s, self.n, pos, e)
-                    if h > top:
-                        top = h
-                    piece.reach = top
-                    piece.end = e
-                    self.pieces.push_back(piece)
-                    at[e] = self.pieces.size() - 1
-                    pos = e
-            if shared != NULL:
-                bpe_cache_count(shared, hits, misses)
+                        slot.start = pos
+                        slot.length = e - pos
+                        slot.count = pcount
+                else:
+                    pcount = self._count_new(pos, e, work)
+                cum += pcount
+                h = _horizon(kind, self.s, self.n, pos, e)
+                if h > top:
+                    top = h
+                q = self._next_piece()
+                if q == NULL:
+                    return False
+                q.cum = cum
+                q.end = e
+                q.reach = top
+                self.npieces += 1
+                at[e] = self.npieces - 1
+                pos = e
+        return True
 
-    cdef Py_ssize_t _count_cached(self, Py_ssize_t pos, Py_ssize_t e, uint64_t head, uint64_t h,
+    cdef bint _pass_counts(self, BpeCacheTable* shared) noexcept nogil:
+        """The pass without inner counts: each piece counted as encode_text counts it (a byte, a
+        token of the whole-piece table, the shared piece cache, else backtracked and cached), its
+        slots hashed and prefetched one block ahead so that their cache misses overlap. Pieces
+        longer than the cache's key (73 of 216,000 in English), and with the cache off (``shared``
+        NULL) every piece of SEEN_MIN bytes or more, are counted once per pass."""
+        cdef const VocabView* v = &self.encoder.vocab.view
+        cdef int kind = self.kind
+        cdef const uint8_t* s = self.s
+        cdef Py_ssize_t n = self.n
+        cdef vector[_Seen] seen
+        cdef _Seen* slot
+        cdef _Piece* q
+        cdef uint64_t mask = 255, hashed, hits = 0, misses = 0
+        cdef int shift = 56
+        cdef Py_ssize_t pos = 0, scan = 0, e, h, top = 0, length, pcount, i, cur_n, next_n
+        cdef int64_t cum = 0
+        cdef Py_ssize_t ring_end[2 * BLOCK]
+        cdef uint64_t ring_head[2 * BLOCK]
+        cdef uint64_t ring_hash[2 * BLOCK]
+        cdef Py_ssize_t* cur_end = ring_end
+        cdef Py_ssize_t* nxt_end = ring_end + BLOCK
+        cdef uint64_t* cur_head = ring_head
+        cdef uint64_t* nxt_head = ring_head + BLOCK
+        cdef uint64_t* cur_hash = ring_hash
+        cdef uint64_t* nxt_hash = ring_hash + BLOCK
+        cdef Py_ssize_t* swap_end
+        cdef uint64_t* swap
+        cdef int32_t* at = self.piece_at.data()
+        cdef vector[uint32_t] work
+        while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << (4 if shared == NULL else 10)) < n:
+            mask = (mask << 1) | 1
+            shift -= 1
+        cur_n = _cut_hashed(v, kind, s, n, &scan, cur_end, cur_head, cur_hash, shared)
+        while cur_n:
+            next_n = _cut_hashed(v, kind, s, n, &scan, nxt_end, nxt_head, nxt_hash, shared)
+            for i in range(cur_n):
+                e = cur_end[i]
+                length = e - pos
+                if lookup_piece_hashed(v, s + pos, length, cur_head[i], cur_hash[i]) != NO_TOKEN:
+                    pcount = 1
+                elif shared != NULL and length <= BPE_CACHE_KEY:
+                    pcount = self._count_cached(pos, e, cur_hash[i], shared, &hits, &misses)
+                elif length < SEEN_MIN:
+                    pcount = count_piece(v, s + pos, length, self.scratch, self.bits)
+                else:
+                    hashed = cur_hash[i] >> shift
+                    if seen.size() == 0:
+                        seen.resize(mask + 1)
+                    slot = &seen[hashed]
+                    if slot.length == length and memcmp(s + slot.start, s + pos, length) == 0:
+                        pcount = slot.count
+                    else:
+                        pcount = count_piece(v, s + pos, length, self.scratch, self.bits)
+                        slot.start = pos
+                        slot.length = length
+                        slot.count = pcount
+                cum += pcount
+                h = _horizon(kind, s, n, pos, e)
+                if h > top:
+                    top = h
+                q = self._next_piece()
+                if q == NULL:
+                    return False
+                q.cum = cum
+                q.end = e
+                q.reach = top
+                self.npieces += 1
+                at[e] = self.npieces - 1
+                pos = e
+            cur_n = next_n
+            swap_end = cur_end
+            cur_end = nxt_end
+            nxt_end = swap_end
+            swap = cur_head
+            cur_head = nxt_head
+            nxt_head = swap
+            swap = cur_hash
+            cur_hash = nxt_hash
+            nxt_hash = swap
+        if shared != NULL:
+            bpe_cache_count(shared, hits, misses)
+        return True
+
+    cdef Py_ssize_t _count_cached(self, Py_ssize_t pos, Py_ssize_t e, uint64_t h,
                                   BpeCacheTable* shared, uint64_t* hits, uint64_t* misses) noexcept nogil:
-        """Tokens of the piece [pos, e) (2..BPE_CACHE_KEY bytes; ``head``, ``h``: its load_head and
-        piece_hash) as encode_text counts it: a token (whole-piece table), the shared piece cache,
-        or backtracked and cached."""
+        """Tokens of the piece [pos, e) (2..BPE_CACHE_KEY bytes, not a token; ``h``: its
+        piece_hash) as encode_text counts it: the shared piece cache, or backtracked and cached."""
         cdef const VocabView* v = &self.encoder.vocab.view
         cdef const uint8_t* q = self.s + pos
         cdef Py_ssize_t length = e - pos, c
-        cdef int got
-        if lookup_piece_hashed(v, q, length, head, h) != NO_TOKEN:
-            return 1
-        got = bpe_cache_get(shared, h, q, <int>length, NULL)
+        cdef int got = bpe_cache_get(shared, h, q, <int>length, NULL)
         if got >= 0:
             hits[0] += 1
             return got
@@ -443,7 +554,7 @@ cdef class IntervalCounter:
         piece of the text, a suffix of one (x inside it, e its end) or a prefix of one (x its start, e
         inside it); else backtracked."""
         cdef const int32_t* at = self.piece_at.data()
-        cdef const _Piece* p = self.pieces.data()
+        cdef const _Piece* p = self.pieces
         cdef int32_t mx = at[x], me = at[e]
         cdef uint32_t raw
         if me >= 0:
@@ -485,7 +596,7 @@ cdef class IntervalCounter:
         long horizons (runs of one character class) fall back to binary search.
         """
         cdef Py_ssize_t x = b, lim = b - NEAR if b > NEAR else 0, m, lo, hi, mid, steps = 0
-        cdef const _Piece* p = self.pieces.data()
+        cdef const _Piece* p = self.pieces
         while x > lim and self.piece_at[x] < 0:
             x -= 1
         m = self.piece_at[x]
@@ -497,7 +608,7 @@ cdef class IntervalCounter:
                 return m
             hi = m
         else:
-            hi = self.pieces.size() - 1
+            hi = self.npieces - 1
         lo = 0
         while lo < hi:
             mid = (lo + hi + 1) >> 1
@@ -512,7 +623,7 @@ cdef class IntervalCounter:
         """Tokens of [ends[m], b) for a whole-text piece index m <= j = _last_stable(b)."""
         cdef const VocabView* v = &self.encoder.vocab.view
         cdef int kind = self.kind
-        cdef const _Piece* p = self.pieces.data()
+        cdef const _Piece* p = self.pieces
         cdef Py_ssize_t total = p[j].cum - p[m].cum, pos = p[j].end, e
         m = j
         while pos < b:
@@ -745,4 +856,4 @@ cdef class IntervalCounter:
 
     def memory_bytes(self):
         """Bytes held by the tables (not counting the text itself)."""
-        return 4 * self.piece_at.capacity() + sizeof(_Piece) * self.pieces.capacity() + 4 * self.char_byte.capacity()
+        return 4 * self.piece_at.capacity() + sizeof(_Piece) * self.pcap + 4 * self.char_byte.capacity()
