@@ -717,9 +717,73 @@ cdef class IntervalCounter:
 
     # The chunker's searches (bpecore/chunker.py), as the Python loops they replace: the same
     # queries in the same order, so the same answers, without a Python call per query.
+    cdef Py_ssize_t _char(self, Py_ssize_t x) noexcept nogil:
+        """The character at byte x, a character boundary (char_byte's inverse)."""
+        cdef Py_ssize_t lo = 0, hi = self.nchars, mid
+        if self.char_byte.size() == 0:
+            return x
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if self.char_byte[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    cdef (Py_ssize_t, Py_ssize_t) _piece_bracket(self, Py_ssize_t start, Py_ssize_t tokens) noexcept nogil:
+        """Characters ``(lo, hi)``, ``start <= lo < hi``: the ends of the whole-text piece in which
+        the running count from the first boundary at or after ``start`` passes ``tokens`` (``hi``
+        is the text's end when it never does). An estimate: the head piece's tokens and the
+        pieces cut differently near the ends are left out."""
+        cdef const _Piece* p = self.pieces
+        cdef Py_ssize_t a = self._byte(start), lo = 0, hi = self.npieces - 1, mid, k, target
+        while lo < hi:  # k: the first piece boundary at or after a
+            mid = (lo + hi) >> 1
+            if p[mid].end < a:
+                lo = mid + 1
+            else:
+                hi = mid
+        k = lo
+        target = p[k].cum + tokens
+        hi = self.npieces - 1
+        while lo < hi:  # the last piece boundary whose running count is within target
+            mid = (lo + hi + 1) >> 1
+            if p[mid].cum <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        mid = self._char(p[lo].end) if p[lo].end > a else start
+        return mid, (self._char(p[lo + 1].end) if lo + 1 < self.npieces else self.nchars)
+
+    cdef (Py_ssize_t, Py_ssize_t) _piece_bracket_before(self, Py_ssize_t end, Py_ssize_t tokens) noexcept nogil:
+        """``_piece_bracket``'s mirror: characters ``(near, far)``, ``far < near <= end``, the ends of
+        the piece in which the running count back from the last boundary at or before ``end``
+        passes ``tokens`` (``far`` is 0 when it never does)."""
+        cdef const _Piece* p = self.pieces
+        cdef Py_ssize_t b = self._byte(end), lo = 0, hi = self.npieces - 1, mid, target
+        while lo < hi:  # the last piece boundary at or before b
+            mid = (lo + hi + 1) >> 1
+            if p[mid].end <= b:
+                lo = mid
+            else:
+                hi = mid - 1
+        target = p[lo].cum - tokens
+        hi = lo
+        lo = 0
+        while lo < hi:  # the first piece boundary whose running count is within tokens of it
+            mid = (lo + hi) >> 1
+            if p[mid].cum >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        mid = self._char(p[lo].end) if p[lo].end < b else end
+        return mid, (self._char(p[lo - 1].end) if lo > 0 else 0)
+
     def crossing(self, Py_ssize_t start, Py_ssize_t tokens, Py_ssize_t step):
         """An end ``lo`` with ``count(start, lo) <= tokens < count(start, lo + 1)``, or ``len(self)``
-        when the whole rest fits: a gallop out from ``start`` by ``step``, doubling, then
+        when the whole rest fits. The first probes are the ends of the piece where the pass's
+        running count from ``start`` passes ``tokens``, when it lies within ``2 * step``; else (or
+        when those ends do not bracket the crossing) a gallop out by ``step``, doubling; then
         interpolation steps towards ``tokens + 1/2`` alternating with halvings (counts are not
         monotonic inside a piece, so this is *a* crossing: the one these probes meet).
 
@@ -728,11 +792,42 @@ cdef class IntervalCounter:
         >>> ic.crossing(0, 2, 16), ic.crossing(4, 9, 16)
         (7, 23)
         """
-        cdef Py_ssize_t n = self.nchars, lo = start, c_lo = 0, hi, c_hi, guess, c
-        cdef bint halve = False
+        cdef Py_ssize_t n = self.nchars, lo = start, c_lo = 0, hi, c_hi, guess, c, back = 16
+        cdef bint halve = False, bracket = False
         if not (0 <= start <= n) or tokens < 0 or step < 1:
             raise ValueError(f"crossing({start}, {tokens}, {step}) on a text of {n} characters")
-        while True:
+        if self.npieces > 1:
+            # The pass's running counts name the piece where the count from start passes tokens
+            # (up to the head piece's share): probe its two ends, which are piece boundaries,
+            # then gallop from whichever side is wrong; most chunks need no gallop at all. Not
+            # when that piece lies past 2 * step: inside a long piece a query can cost a re-encode
+            # of its slice, so the gallop from start asks about little more than step.
+            lo, hi = self._piece_bracket(start, tokens)
+            bracket = hi - start <= 2 * step
+            if not bracket:
+                lo = start
+        if bracket:
+            c_lo = self._count_chars(start, lo) if lo > start else 0
+            if c_lo > tokens:
+                hi = lo
+                c_hi = c_lo
+                while c_lo > tokens:
+                    hi = lo
+                    c_hi = c_lo
+                    lo = lo - back if lo - back > start else start
+                    back *= 2
+                    c_lo = self._count_chars(start, lo) if lo > start else 0
+                step = 0
+            else:
+                c_hi = self._count_chars(start, hi)
+                if c_hi <= tokens:
+                    if hi == n:
+                        return n
+                    lo = hi
+                    c_lo = c_hi
+                else:
+                    step = 0
+        while step:
             hi = lo + step if lo + step < n else n
             c_hi = self._count_chars(start, hi)
             if c_hi > tokens:
@@ -760,19 +855,51 @@ cdef class IntervalCounter:
 
     def crossing_before(self, Py_ssize_t end, Py_ssize_t lo, Py_ssize_t tokens, Py_ssize_t step):
         """The mirror of ``crossing``: a start ``near >= lo`` with ``count(near, end) <= tokens <
-        count(near - 1, end)``, or ``lo`` when ``count(lo, end) <= tokens``; a gallop back from
-        ``end`` by ``step``, doubling, then interpolation steps alternating with halvings.
+        count(near - 1, end)``, or ``lo`` when ``count(lo, end) <= tokens``: the ends of the piece
+        where the pass's running count back from ``end`` passes ``tokens`` first (within
+        ``2 * step``), else a gallop back from ``end`` by ``step``, doubling; then interpolation
+        steps alternating with halvings.
 
         >>> import bpecore
         >>> ic = bpecore.get_encoding("cl100k_base").interval_counter("one two three four five")
         >>> ic.crossing_before(23, 0, 2, 16), ic.crossing_before(23, 14, 9, 16)
         (13, 14)
         """
-        cdef Py_ssize_t n = self.nchars, near = end, c_near = 0, far, c_far, guess, c
-        cdef bint halve = False
+        cdef Py_ssize_t n = self.nchars, near = end, c_near = 0, far = lo, c_far, guess, c, fwd = 16
+        cdef bint halve = False, bracket = False
         if not (0 <= lo <= end <= n) or tokens < 0 or step < 1:
             raise ValueError(f"crossing_before({end}, {lo}, {tokens}, {step}) on a text of {n} characters")
-        while True:
+        if self.npieces > 1:
+            near, far = self._piece_bracket_before(end, tokens)
+            bracket = end - far <= 2 * step
+            if not bracket:
+                near = end
+        if bracket:
+            if near < lo:
+                near = lo
+            if far < lo:
+                far = lo
+            c_near = self._count_chars(near, end) if near < end else 0
+            if c_near > tokens:
+                while c_near > tokens:
+                    far = near
+                    c_far = c_near
+                    near = near + fwd if near + fwd < end else end
+                    fwd *= 2
+                    c_near = self._count_chars(near, end) if near < end else 0
+                step = 0
+            elif near == lo:
+                return lo
+            else:
+                c_far = self._count_chars(far, end)
+                if c_far <= tokens:
+                    if far == lo:
+                        return lo
+                    near = far
+                    c_near = c_far
+                else:
+                    step = 0
+        while step:
             far = near - step if near - step > lo else lo
             c_far = self._count_chars(far, end)
             if c_far > tokens:

@@ -220,8 +220,11 @@ def test_hyp_slices_ending_inside_repeated_pieces(name, parts, data):
 
 # The chunker's searches (IntervalCounter.crossing, crossing_before, last_end_within) against the
 # Python loops they replace (bpecore.chunker._CountSearches, which serves counters that only
-# count), driven by counting each slice afresh: the same probes in the same order, so the same
-# answers.
+# count), driven by counting each slice afresh: last_end_within asks the same probes in the same
+# order, so it gives the same answers. crossing and crossing_before start from the piece that the
+# pass's running counts name, so where counts are not monotonic they may meet another crossing
+# than the gallop does: both are checked against the definition (and the chunks they lead to
+# against split_at and split_at_end, test_chunker.py).
 class _SliceCounts:
     def __init__(self, enc, text):
         self.enc, self.text = enc, text
@@ -240,17 +243,17 @@ def check_searches(enc, ic, text, s, tokens, step):
     count = slow.count
     n = len(text)
     lo = ic.crossing(s, tokens, step)
-    assert lo == slow.crossing(s, tokens, step), (s, tokens, step)
+    assert s <= lo <= n and count(s, lo) <= tokens, (s, tokens, step)
     if lo < n:
-        assert count(s, lo) <= tokens < count(s, lo + 1)
+        assert tokens < count(s, lo + 1), (s, tokens, step)
         stop = min(n, lo + 20)
         assert ic.last_end_within(s, tokens, lo + 2, stop) == slow.last_end_within(
             s, tokens, lo + 2, stop
         )
     e = min(n, s + step)
-    near = ic.crossing_before(e, s, tokens, step)
-    assert near == slow.crossing_before(e, s, tokens, step), (e, s, tokens, step)
-    assert s <= near <= e and count(near, e) <= tokens
+    for near in (ic.crossing_before(e, s, tokens, step), slow.crossing_before(e, s, tokens, step)):
+        assert s <= near <= e and count(near, e) <= tokens, (e, s, tokens, step)
+        assert near == s or tokens < count(near - 1, e), (e, s, tokens, step)
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern", "cl100k_words"])
