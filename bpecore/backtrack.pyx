@@ -31,11 +31,12 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 # - Non-token pieces of up to 32 bytes go through the shared piece cache (piececache.pyx: -25%
 #   instructions on 1 KB texts; docs/perf/backtrack.md, "The piece cache"); longer ones, in texts
 #   of 4 KB or more, through a per-call cache (below 4 KB it does not pay) (3).
-# - Four backtracking loops, copies rather than one loop with flags (a flag cost 4-5% of the
-#   instructions): short_tokens (<= 32 bytes, all longest matches at once), short_tokens_probed
-#   (word-shaped ASCII <= 16 bytes, whole-piece probes), backtrack_long, and backtrack_memo (runs
-#   of whitespace or of a few bytes: pair memo and spine_rejects) (15, 16, 20, 21, 24, 28); the
-#   memo is kept for the whole call in the caller's ``bits``, as pieces ask each other's pairs.
+# - Pieces of up to 32 bytes that are no token are merged (merge_tokens, the merge loop over the
+#   pair table: 1.4-4x faster than backtracking them, which probes the trie from every position;
+#   docs/perf/backtrack.md, "Short pieces by merging"). Longer ones backtrack: backtrack_long, and
+#   backtrack_memo (runs of whitespace or of a few bytes: pair memo and spine_rejects) (16, 20,
+#   21, 24); the memo is kept for the whole call in the caller's ``bits``, as pieces ask each
+#   other's pairs. short_backtrack (and short_tokens_probed) serve a vocab missing a byte's token.
 # - A run of one byte over 32 bytes is read from the periodic last tokens of its prefixes
 #   (backtrack_run), its repeats counted at once (docs/perf/backtrack.md, "The adversarial corpora").
 # - Misses are cut before the trie and pair tables: first2x, step3_filter, the pair filter and
@@ -65,7 +66,7 @@ from bpecore.pretokenize cimport next_piece_end, next_piece_ends
 from bpecore.vocab cimport (
     PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, head_and_hash, load_head, lookup_piece, lookup_piece_hashed,
     lookup_whole,
-    bytes_stay_apart, mul_hash, next_match, piece_hash, spine_rejects, step3_passes, token_len,
+    bytes_stay_apart, mul_hash, next_match, pair_lookup, piece_hash, spine_rejects, step3_passes, token_len,
 )
 
 import array as _array
@@ -446,27 +447,75 @@ cdef Py_ssize_t short_tokens_probed(const VocabView* v, const uint8_t* p, Py_ssi
                 last = stack[k - 1] if k else NO_TOKEN
 
 
+cdef Py_ssize_t merge_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                             uint32_t* stack) noexcept nogil:
+    """BPE of p[:n] (2 <= n <= SHORT_PIECE) by the merge loop: the adjacent pair whose merged
+    token ranks lowest (leftmost on a tie) is merged until no pair merges. Returns -1 when a byte
+    has no token."""
+    cdef uint32_t rank[SHORT_PIECE]
+    cdef Py_ssize_t m = n, i, best
+    cdef uint32_t r
+    for i in range(n):
+        stack[i] = v.byte_token[p[i]]
+        if stack[i] == NO_TOKEN:
+            return -1
+    for i in range(n - 1):
+        rank[i] = NO_TOKEN if bytes_stay_apart(v, p[i], p[i + 1]) else <uint32_t>(
+            v.first2x[(<uint32_t>p[i] << 8) | p[i + 1]] >> 32)
+    while m > 1:
+        best = 0
+        r = rank[0]
+        for i in range(1, m - 1):
+            if rank[i] < r:
+                r = rank[i]
+                best = i
+        if r == NO_TOKEN:
+            break
+        stack[best] = r
+        m -= 1
+        for i in range(best + 1, m):
+            stack[i] = stack[i + 1]
+            rank[i] = rank[i + 1]
+        if best > 0:
+            rank[best - 1] = pair_lookup(v, stack[best - 1], r)
+        if best < m - 1:
+            rank[best] = pair_lookup(v, r, stack[best + 1])
+    return m
+
+
 cdef Py_ssize_t short_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                              uint32_t* stack) noexcept nogil:
     """BPE of p[:n] (2 <= n <= SHORT_PIECE, not itself a token or not) into stack[:k]; returns k.
     A vocab with WHOLE_ONLY tokens (Vocab.enable_whole_pieces) first looks p[:n] up among them
     (here and in backtrack_piece, off encode_text's loop: other vocabs pay one test per piece
-    that is not a token).
+    that is not a token). Then the merge loop (merge_tokens: 1.4-4x faster than backtracking on
+    such pieces, docs/perf/backtrack.md "Short pieces by merging"), or short_backtrack when a byte
+    has no token.
+    """
+    cdef uint32_t token
+    cdef Py_ssize_t k
+    if v.n_whole_only:
+        token = lookup_whole(v, p, n)
+        if token != NO_TOKEN:
+            stack[0] = token
+            return 1
+    k = merge_tokens(v, p, n, stack)
+    return k if k >= 0 else short_backtrack(v, p, n, stack)
 
-    Longest matches of all positions first (longest_matches); the token stack, the last token and
-    the dead-end bits (one word: bit i clear = position i is a dead end) stay in registers and
-    on the stack instead of in vectors (Performance notes, step 21).
+
+cdef Py_ssize_t short_backtrack(const VocabView* v, const uint8_t* p, Py_ssize_t n,
+                                uint32_t* stack) noexcept nogil:
+    """short_tokens by backtracking (for a vocab missing a byte's token; and the reference the
+    tests hold merge_tokens to). Longest matches of all positions first (longest_matches); the
+    token stack, the last token and the dead-end bits (one word: bit i clear = position i is a
+    dead end) stay in registers and on the stack instead of in vectors (Performance notes, step
+    21).
     """
     cdef Py_ssize_t pos = 0, k = 0
     cdef Py_ssize_t end
     cdef uint32_t last = NO_TOKEN, shorter, token
     cdef uint64_t alive = <uint64_t>0xFFFFFFFFFFFFFFFFULL
     cdef uint32_t best[SHORT_PIECE]
-    if v.n_whole_only:
-        token = lookup_whole(v, p, n)
-        if token != NO_TOKEN:
-            stack[0] = token
-            return 1
     if n <= PROBE_PIECE and word_shaped(p, n):
         return short_tokens_probed(v, p, n, stack)
     longest_matches(v, p, n, best)
@@ -491,6 +540,31 @@ cdef Py_ssize_t short_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                 token = last
                 pos -= token_len(v, token)
                 last = stack[k - 1] if k else NO_TOKEN
+
+
+def _short_loop(BacktrackEncoder enc, bytes data, offsets, int which, int reps):
+    """Tokens of the pieces data[offsets[i]:offsets[i + 1]] (2..SHORT_PIECE bytes each), encoded
+    ``reps`` times by short_backtrack (which = 0) or short_tokens (1: the merge loop); with
+    reps = 0 the token lists of one round instead (tests compare the two)."""
+    cdef const VocabView* v = &enc.vocab.view
+    cdef const uint8_t* d = data
+    cdef vector[Py_ssize_t] off = offsets
+    cdef uint32_t stack[SHORT_PIECE]
+    cdef Py_ssize_t total = 0, i, k, r
+    if reps == 0:
+        out = []
+        for i in range(off.size() - 1):
+            k = (short_tokens if which else short_backtrack)(v, d + off[i], off[i + 1] - off[i], stack)
+            out.append([stack[r] for r in range(k)])
+        return out
+    with nogil:
+        for r in range(reps):
+            for i in range(off.size() - 1):
+                if which:
+                    total += short_tokens(v, d + off[i], off[i + 1] - off[i], stack)
+                else:
+                    total += short_backtrack(v, d + off[i], off[i + 1] - off[i], stack)
+    return total
 
 
 cdef Py_ssize_t backtrack_short(const VocabView* v, const uint8_t* p, Py_ssize_t n,

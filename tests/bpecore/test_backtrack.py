@@ -344,3 +344,84 @@ def test_byte_pair_bitmap_is_valid_pair(name):
     for a in range(256):
         for b in range(256):
             assert v._bytes_stay_apart(a, b) == v.valid_pair(byte_token[a], byte_token[b]), (a, b)
+
+
+# Non-token pieces of up to 32 bytes are merged (backtrack.short_tokens: the merge loop over the
+# pair table) instead of backtracked; short_backtrack, the backtracking loop it replaced, stays the
+# reference. The vocabularies without some byte's token (GGUF StarCoder, Refact, Falcon) take the
+# backtracking loop and are checked against `tokenizers` in test_gguf_vocabs.py.
+def _merged_and_backtracked(enc, pieces: list[bytes]) -> tuple[list, list]:
+    from bpecore import backtrack
+
+    data, offsets = b"".join(pieces), [0]
+    for p in pieces:
+        offsets.append(offsets[-1] + len(p))
+    core = enc._core
+    return backtrack._short_loop(core, data, offsets, 1, 0), backtrack._short_loop(
+        core, data, offsets, 0, 0
+    )
+
+
+@pytest.mark.parametrize("name", [*ENCODINGS, "r50k_base", "p50k_base", "tekken"])
+def test_short_pieces_merged_as_backtracked_on_corpora(name, corpus):
+    import regex
+
+    enc = bpecore.get_encoding(name)
+    pieces = []
+    for corpus_name in [
+        "english",
+        "code",
+        "multilingual",
+        "adv_base64",
+        "adv_unicode",
+        "adv_whitespace",
+        "adv_digits",
+    ]:
+        found = regex.findall(enc._pat_str, corpus(corpus_name)[:150_000])
+        pieces += [p.encode() for p in found]
+    pieces = [p for p in dict.fromkeys(pieces) if 2 <= len(p) <= 32]
+    assert len(pieces) > 20_000
+    merged, backtracked = _merged_and_backtracked(enc, pieces)
+    bad = [p for p, a, b in zip(pieces, merged, backtracked) if a != b]
+    assert not bad, bad[:5]
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_short_pieces_merged_as_tiktoken_merges_them(name, corpus, tiktoken_encoding):
+    import regex
+
+    enc, tk = bpecore.get_encoding(name), tiktoken_encoding(name)
+    found = regex.findall(enc._pat_str, corpus("multilingual")[:100_000] + corpus("code")[:50_000])
+    pieces = [p for p in dict.fromkeys(f.encode() for f in found) if 2 <= len(p) <= 32]
+    merged, _ = _merged_and_backtracked(enc, pieces)
+    assert merged == [tk._encode_single_piece(p) for p in pieces]
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@given(data=st.data())
+def test_short_pieces_merged_as_backtracked_generated(name, token_bytes, data):
+    tokens = token_bytes(name)
+    pieces = data.draw(
+        st.lists(
+            st.one_of(
+                st.binary(min_size=2, max_size=32),
+                st.lists(st.sampled_from(tokens), min_size=1, max_size=8)
+                .map(b"".join)
+                .filter(lambda b: 2 <= len(b) <= 32),
+                st.lists(st.sampled_from(list(b" \n\tae1.")), min_size=2, max_size=32).map(bytes),
+            ),
+            min_size=1,
+            max_size=50,
+        )
+    )
+    merged, backtracked = _merged_and_backtracked(bpecore.get_encoding(name), pieces)
+    assert merged == backtracked
+
+
+def test_short_pieces_merged_on_the_toy_vocab(toy_encoding):
+    # the README's example merges (ab, cb, ac, bb, cbb, acbb): every string of a, b, c up to 12
+    import itertools
+
+    pieces = ["".join(t).encode() for n in range(2, 13) for t in itertools.product("abc", repeat=n)]
+    merged, backtracked = _merged_and_backtracked(toy_encoding, pieces)
+    assert merged == backtracked
