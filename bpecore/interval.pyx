@@ -367,15 +367,32 @@ cdef class IntervalCounter:
             self.pcap *= 2
         return self.pieces + self.npieces
 
+    cdef inline Py_ssize_t _add_piece(self, Py_ssize_t pos, Py_ssize_t e, int64_t cum, Py_ssize_t top,
+                                      int32_t* at) noexcept nogil:
+        """Record the piece [pos, e) cut by the pass, ``cum`` tokens up to its end, given ``top``,
+        the running horizon before it: its struct and at[e] (piece_at). Returns the running
+        horizon after it, -1 when memory is refused."""
+        cdef Py_ssize_t h = _horizon(self.kind, self.s, self.n, pos, e)
+        cdef _Piece* q = self._next_piece()
+        if q == NULL:
+            return -1
+        if h > top:
+            top = h
+        q.cum = cum
+        q.end = e
+        q.reach = top
+        self.npieces += 1
+        at[e] = <int32_t>(self.npieces - 1)
+        return top
+
     cdef bint _pass_tables(self) noexcept nogil:
         """The pass with the inner prefix/suffix counts (``piece_tables=True``)."""
         cdef int kind = self.kind
         cdef vector[_Seen] seen
         cdef _Seen* slot
-        cdef _Piece* q
         cdef uint64_t mask = 255, hashed
         cdef int shift = 56
-        cdef Py_ssize_t pos = 0, e, h, top = 0, pcount, nb, i
+        cdef Py_ssize_t pos = 0, e, top = 0, pcount, nb, i
         cdef int64_t cum = 0
         cdef Py_ssize_t ends[BLOCK]
         cdef int32_t* at = self.piece_at.data()
@@ -404,17 +421,9 @@ cdef class IntervalCounter:
                 else:
                     pcount = self._count_new(pos, e, work)
                 cum += pcount
-                h = _horizon(kind, self.s, self.n, pos, e)
-                if h > top:
-                    top = h
-                q = self._next_piece()
-                if q == NULL:
+                top = self._add_piece(pos, e, cum, top, at)
+                if top < 0:
                     return False
-                q.cum = cum
-                q.end = e
-                q.reach = top
-                self.npieces += 1
-                at[e] = self.npieces - 1
                 pos = e
         return True
 
@@ -430,10 +439,9 @@ cdef class IntervalCounter:
         cdef Py_ssize_t n = self.n
         cdef vector[_Seen] seen
         cdef _Seen* slot
-        cdef _Piece* q
         cdef uint64_t mask = 255, hashed, hits = 0, misses = 0
         cdef int shift = 56
-        cdef Py_ssize_t pos = 0, scan = 0, e, h, top = 0, length, pcount, i, cur_n, next_n
+        cdef Py_ssize_t pos = 0, scan = 0, e, top = 0, length, pcount, i, cur_n, next_n
         cdef int64_t cum = 0
         cdef Py_ssize_t ring_end[2 * BLOCK]
         cdef uint64_t ring_head[2 * BLOCK]
@@ -447,7 +455,6 @@ cdef class IntervalCounter:
         cdef Py_ssize_t* swap_end
         cdef uint64_t* swap
         cdef int32_t* at = self.piece_at.data()
-        cdef vector[uint32_t] work
         while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << (4 if shared == NULL else 10)) < n:
             mask = (mask << 1) | 1
             shift -= 1
@@ -476,17 +483,9 @@ cdef class IntervalCounter:
                         slot.length = length
                         slot.count = pcount
                 cum += pcount
-                h = _horizon(kind, s, n, pos, e)
-                if h > top:
-                    top = h
-                q = self._next_piece()
-                if q == NULL:
+                top = self._add_piece(pos, e, cum, top, at)
+                if top < 0:
                     return False
-                q.cum = cum
-                q.end = e
-                q.reach = top
-                self.npieces += 1
-                at[e] = self.npieces - 1
                 pos = e
             cur_n = next_n
             swap_end = cur_end
