@@ -284,6 +284,10 @@ cdef class IntervalCounter:
     cdef bint tables    #: inner prefix/suffix counts are computed in the pass
 
     def __init__(self, BacktrackEncoder encoder, str text, bint piece_tables=True):
+        free(self.pieces)   # (__init__ called again on a counter)
+        self.pieces = NULL
+        self.npieces = 0
+        self.pcap = 0
         self.encoder = encoder
         self.tables = piece_tables
         self.text = text

@@ -316,3 +316,14 @@ def test_pass_without_tables_with_and_without_the_piece_cache(corpus_name, corpu
                 assert ic.total == enc.count(text)
     finally:
         piececache.set_cache_size(old)
+
+
+def test_init_again_recounts():
+    # __init__ called again on a counter (allowed by Python) replaces its tables
+    from bpecore.interval import IntervalCounter
+
+    enc = encoding("cl100k_base")
+    ic = enc.interval_counter("hello world, hello", piece_tables=False)
+    IntervalCounter.__init__(ic, enc._core, "one two three four five six", False)
+    assert ic.count(0, 27) == enc.count("one two three four five six")
+    assert ic.crossing(0, 2, 16) == 7
