@@ -746,6 +746,7 @@ cdef struct CacheSlot:
 cdef enum:
     CACHE_MAX_BITS = 14     #: at most 16384 slots x 24 bytes = 384 KB
     CACHE_MIN_TEXT = 4096   #: texts shorter than this do not use the cache
+    SHARED_TRIAL = 1024     #: shared-cache misses after which a call with few hits leaves it
 
 
 
@@ -812,8 +813,9 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     go through backtrack_piece. Those of up to BPE_CACHE_KEY bytes are looked up in, or added to,
     the ``shared`` piece cache (piececache.pyx) when there is one; the others, in texts of
     CACHE_MIN_TEXT bytes or more, are remembered in a direct-mapped cache local to this call (key:
-    the piece's bytes, found again by memcmp against the text). Either way a repeated word is
-    copied instead of encoded again. With ``count_only``, ``out`` is scratch space.
+    the piece's bytes, found again by memcmp against the text), and so are all of them once a
+    call has left the shared cache (below). Either way a repeated word is copied instead of
+    encoded again. With ``count_only``, ``out`` is scratch space.
     """
     cdef vector[uint64_t] bits
     cdef vector[CacheSlot] cache
@@ -832,12 +834,18 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     cdef int cache_bits = 8   # one slot per 64 bytes of text, 256 to 2**CACHE_MAX_BITS slots
     cdef int got, keep   # keep: 2 = add the piece to ``shared``, 1 = to the local cache
     cdef uint64_t hits = 0, misses = 0
+    # Text whose pieces the shared cache does not know (random strings: base64, hashes) leaves
+    # it after SHARED_TRIAL lookups with a hit rate under 1/16 and uses only the cache of this
+    # call, if it is long enough to have one: a lookup and an insert that both miss cost a
+    # quarter of such a count (docs/perf/backtrack.md, "Short pieces by merging").
+    cdef bint local_only = False
+    cdef const BpeCacheTable* ahead = shared   # whose buckets cut_block prefetches
     while cache_bits < CACHE_MAX_BITS and (n >> (cache_bits + 6)) > 0:
         cache_bits += 1
-    cur_n = cut_block(v, kind, s, n, ends, &e, &scan, cur, NULL, cache_bits, shared)
+    cur_n = cut_block(v, kind, s, n, ends, &e, &scan, cur, NULL, cache_bits, ahead)
     while cur_n:
         next_n = cut_block(v, kind, s, n, ends, &e, &scan, nxt,
-                           cache.data() if cache.size() else NULL, cache_bits, shared)
+                           cache.data() if cache.size() else NULL, cache_bits, ahead)
         for i in range(cur_n):
             q = &cur[i]
             pos = q.start
@@ -853,7 +861,19 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                     out.push_back(token)
                 continue
             keep = 0
-            if shared != NULL and length <= BPE_CACHE_KEY:   # BPE_CACHE_KEY <= SHORT_PIECE
+            if local_only:
+                slot = &cache[h >> (64 - cache_bits)]
+                if slot.len == <uint32_t>length and slot.hash == h and memcmp(s + slot.start, p, length) == 0:
+                    if count_only:
+                        total += slot.ntok
+                    else:
+                        first = slot.first
+                        for k in range(slot.ntok):
+                            token = out[first + k]
+                            out.push_back(token)
+                    continue
+                keep = 1
+            elif shared != NULL and length <= BPE_CACHE_KEY:   # BPE_CACHE_KEY <= SHORT_PIECE
                 got = bpe_cache_get(shared, h, p, <int>length, <uint32_t*>NULL if count_only else &stack[0])
                 if got >= 0:
                     hits += 1
@@ -865,6 +885,10 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                     continue
                 misses += 1
                 keep = 2
+                if use_cache and misses == SHARED_TRIAL and hits * 16 < misses:
+                    local_only = True
+                    ahead = NULL
+                    cache.resize(1 << cache_bits)
             elif use_cache:
                 if cache.size() == 0:
                     cache.resize(1 << cache_bits)

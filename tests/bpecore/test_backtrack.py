@@ -425,3 +425,19 @@ def test_short_pieces_merged_on_the_toy_vocab(toy_encoding):
     pieces = ["".join(t).encode() for n in range(2, 13) for t in itertools.product("abc", repeat=n)]
     merged, backtracked = _merged_and_backtracked(toy_encoding, pieces)
     assert merged == backtracked
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_call_that_leaves_the_shared_cache(name, corpus, tiktoken_encoding):
+    # Random strings make a call leave the shared piece cache (backtrack.encode_text: under 1/16
+    # hits after SHARED_TRIAL misses) for its own; the prose after them is then cached there.
+    import base64
+
+    rng = random.Random(7)
+    blob = base64.b64encode(bytes(rng.randrange(256) for _ in range(30_000))).decode()
+    text = blob + "\n" + corpus("english")[:40_000] + corpus("code")[:20_000]
+    enc, tk = bpecore.get_encoding(name), tiktoken_encoding(name)
+    expected = tk.encode_ordinary(text)
+    assert enc.encode_ordinary(text) == expected
+    assert enc.count(text) == len(expected)
+    assert enc.count_batch([text, blob], num_threads=2) == [len(expected), len(tk.encode(blob))]
