@@ -107,8 +107,9 @@ cdef Py_ssize_t count_piece(const VocabView* v, const uint8_t* p, Py_ssize_t n,
 
 
 cdef enum:
-    SHORT_PIECE = 32    #: pieces up to this many bytes get all their longest matches at once
-    PROBE_PIECE = 16    #: ASCII pieces up to this many bytes find them in the whole-piece table
+    SHORT_PIECE = 32    #: pieces up to this many bytes are merged (short_tokens)
+    PROBE_PIECE = 16    #: short_backtrack: ASCII pieces up to this many bytes find their longest
+                        #: matches in the whole-piece table (the others all at once, in the trie)
     MEMO_PIECE = 256    #: pieces over this many bytes of at most MEMO_DISTINCT bytes use the memo
     PAIR_MEMO_BITS = 12 #: backtrack_memo's is_valid_pair answers, kept per call: up to 2**12 slots
     MEMO_SAMPLE = 64    #: leading bytes of a long piece looked at to decide on the memo
