@@ -331,6 +331,8 @@ cdef class PrependableCounter:
         """Put ``data`` (str or complete UTF-8 bytes) in front of the text; return the new count."""
         if isinstance(data, str):
             raw = utf8(data)
+        elif not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"push takes str or bytes, not {type(data).__name__}")
         else:
             raw = bytes(data)
             try:

@@ -50,39 +50,86 @@ def _valid(text: str) -> str:
         return _clean(text)
 
 
+class _Utf8Text:
+    """Pushed str or bytes as text, on the contract of the compiled counters' input
+    (appendable.pyx ``_Utf8Input``): a character cut in two is held back until its last byte, a
+    lone surrogate in a str is U+FFFD, and invalid UTF-8 or a str after bytes that stop inside a
+    character raise ValueError and leave the input as it was."""
+
+    __slots__ = ("_decoder",)
+
+    def __init__(self) -> None:
+        import codecs
+
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def complete(self, data: str | bytes) -> str:
+        """The complete characters ``data`` finishes (with the bytes held back before it)."""
+        if isinstance(data, str):
+            if self._decoder.getstate()[0]:
+                raise ValueError("a str push follows bytes that stop inside a UTF-8 character")
+            return _valid(data)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"push takes str or bytes, not {type(data).__name__}")
+        state = self._decoder.getstate()
+        try:
+            return self._decoder.decode(bytes(data), False)
+        except UnicodeDecodeError as e:
+            self._decoder.setstate(state)
+            raise ValueError(
+                f"invalid UTF-8 in pushed bytes: {e.reason} at byte {e.start}"
+            ) from None
+
+    @property
+    def pending(self) -> bytes:
+        """The bytes of a character not complete yet."""
+        return self._decoder.getstate()[0]
+
+
+def _complete_text(data: str | bytes) -> str:
+    """Text pushed in front, as the compiled ``PrependableCounter`` takes it: str (a lone
+    surrogate is U+FFFD) or complete UTF-8 (ValueError otherwise)."""
+    if isinstance(data, str):
+        return _valid(data)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"push takes str or bytes, not {type(data).__name__}")
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"pushed bytes are not complete UTF-8: {e.reason} at byte {e.start}"
+        ) from None
+
+
 class _RecountingCounter:
     """Appending counter for custom patterns (no scanner): recounts the whole text per push."""
 
     def __init__(self, enc: Encoding) -> None:
-        import codecs
-
         self._enc = enc
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._input = _Utf8Text()
         self.text = ""
         self.count = 0
 
     def push(self, data: str | bytes) -> int:
-        if isinstance(data, str):
-            self.text += data
-        else:
-            state = self._decoder.getstate()
-            try:
-                self.text += self._decoder.decode(bytes(data), False)
-            except UnicodeDecodeError as e:
-                self._decoder.setstate(state)
-                raise ValueError(f"invalid UTF-8 in pushed bytes: {e.reason}") from None
+        self.text += self._input.complete(data)
         self.count = self._enc.count(self.text)
+        return self.count
+
+    def extend(self, pieces) -> int:
+        for piece in pieces:
+            self.push(piece)
         return self.count
 
     @property
     def bytes(self) -> bytes:
         return self.text.encode("utf-8")
 
+    @property
+    def pending_bytes(self) -> bytes:
+        return self._input.pending
+
     def __reduce__(self):
-        return (
-            _rebuild_counter,
-            (self._enc, "appendable", (self.bytes + self._decoder.getstate()[0],)),
-        )
+        return (_rebuild_counter, (self._enc, "appendable", (self.bytes + self.pending_bytes,)))
 
 
 #: Each Encoding by ``id`` of its core, so that a counter (which holds only the core) pickles with

@@ -94,7 +94,14 @@ import regex
 from bpecore.backtrack import BacktrackEncoder
 from bpecore.batch import count_long as _count_long
 from bpecore.batch import encode_long as _encode_long
-from bpecore.encoding import Encoding, _rebuild_counter, _RecountingCounter, _valid
+from bpecore.encoding import (
+    Encoding,
+    _complete_text,
+    _rebuild_counter,
+    _RecountingCounter,
+    _Utf8Text,
+    _valid,
+)
 from bpecore.load import VocabError, bytes_to_unicode, read_file
 from bpecore.patterns import BYTELEVEL_PATTERN
 from bpecore.prefix import KIND_REGEX as _PAT_REGEX
@@ -2916,8 +2923,6 @@ class _GuardedCounter:
 
     def __init__(self, enc: Encoding, fast, clean: Callable[[str], bool], context: int,
                  prepend: bool) -> None:  # fmt: skip
-        import codecs
-
         self._enc = enc
         self._fast = fast
         self._clean = clean
@@ -2925,18 +2930,13 @@ class _GuardedCounter:
         self._prepend = prepend
         self._slow = None
         self._edge = ""  # the first (prepending) or last ``context`` characters of the text
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._input = None if prepend else _Utf8Text()
 
     def push(self, data: str | bytes) -> int:
         if self._slow is not None:
             return self._slow.push(data)
         count = self._fast.push(data)  # validates ``data`` as the compiled counter does
-        if type(data) is str:
-            new = data
-        elif self._prepend:
-            new = bytes(data).decode("utf-8")  # complete UTF-8, as the compiled counter took it
-        else:
-            new = self._decoder.decode(bytes(data))
+        new = _complete_text(data) if self._prepend else self._input.complete(data)
         window = new + self._edge if self._prepend else self._edge + new
         if self._clean(window):
             if self._context:
@@ -2967,9 +2967,9 @@ class _GuardedCounter:
 
     @property
     def pending_bytes(self) -> bytes:
-        if self._slow is not None:
-            return b"" if self._prepend else self._slow._decoder.getstate()[0]
-        return b"" if self._prepend else self._fast.pending_bytes
+        if self._prepend:
+            return b""
+        return (self._slow or self._fast).pending_bytes
 
     @property
     def recounting(self) -> bool:
@@ -3008,28 +3008,12 @@ class _Stream:
     _slow = None
 
     def _start(self) -> None:
-        import codecs
-
         self._parts: list[str] = []  # prepending: the last pushed first in the text
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._input = _Utf8Text()
         self.count = 0
 
     def _decode(self, data: str | bytes) -> str:
-        if type(data) is str:
-            return _valid(data)
-        if self._prepend:
-            try:
-                return bytes(data).decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(
-                    f"pushed bytes are not complete UTF-8: {e.reason} at byte {e.start}"
-                ) from None
-        state = self._decoder.getstate()
-        try:
-            return self._decoder.decode(bytes(data))
-        except UnicodeDecodeError as e:
-            self._decoder.setstate(state)
-            raise ValueError(f"invalid UTF-8 in pushed bytes: {e.reason}") from None
+        return _complete_text(data) if self._prepend else self._input.complete(data)
 
     def extend(self, pieces: Iterable[str | bytes]) -> int:
         for piece in pieces:
@@ -3052,8 +3036,7 @@ class _Stream:
     def pending_bytes(self) -> bytes:
         if self._prepend:
             return b""
-        decoder = self._slow._decoder if self._slow is not None else self._decoder
-        return decoder.getstate()[0]
+        return self._slow.pending_bytes if self._slow is not None else self._input.pending
 
     @property
     def recounting(self) -> bool:
@@ -3311,7 +3294,7 @@ class _CutAppender(_Stream):
             return self.count
         new = self._decode(data)
         if new and not self._clean(new):
-            data = (self.text + new).encode("utf-8") + self._decoder.getstate()[0]
+            data = (self.text + new).encode("utf-8") + self._input.pending
             self._slow = _RecountingCounter(self._enc)
             self.count = self._slow.push(data)
             return self.count
@@ -3453,14 +3436,7 @@ class _PrependCounter:
         self.count = 0
 
     def push(self, data: str | bytes) -> int:
-        if not isinstance(data, str):
-            try:
-                data = bytes(data).decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(
-                    f"pushed bytes are not complete UTF-8: {e.reason} at byte {e.start}"
-                ) from None
-        self.text = data + self.text
+        self.text = _complete_text(data) + self.text
         self.count = self._enc.count(self.text)
         return self.count
 
