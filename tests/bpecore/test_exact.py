@@ -443,3 +443,16 @@ def test_surrogates_are_replaced_like_count():
     text = "ab\ud800cd"
     assert enc.split_at(text, 100) == len(text)
     assert enc.interval_counter(text).count(0, 5) == enc.count(text)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "cl100k_words"])
+def test_counters_refuse_what_is_not_text(name):
+    # a push is str or bytes: an int is not five NUL bytes (bytes(5)), at either end
+    enc = encoding(name)
+    for counter, after in ((enc.appendable_counter(), "abcd"), (enc.prependable_counter(), "cdab")):
+        counter.push("ab")
+        for bad in (5, None, [1, 2]):
+            with pytest.raises(TypeError, match="push takes str or bytes"):
+                counter.push(bad)
+        assert counter.count == enc.count("ab") and counter.bytes == b"ab"
+        assert counter.push(bytearray(b"cd")) == enc.count(after)
