@@ -476,6 +476,7 @@ cdef Py_ssize_t merge_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
         m -= 1
         for i in range(best + 1, m):
             stack[i] = stack[i + 1]
+        for i in range(best + 1, m - 1):   # rank[m - 1] is no pair now
             rank[i] = rank[i + 1]
         if best > 0:
             rank[best - 1] = pair_lookup(v, stack[best - 1], r)
