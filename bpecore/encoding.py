@@ -53,8 +53,8 @@ def _valid(text: str) -> str:
 class _Utf8Text:
     """Pushed str or bytes as text, on the contract of the compiled counters' input
     (appendable.pyx ``_Utf8Input``): a character cut in two is held back until its last byte, a
-    lone surrogate in a str is U+FFFD, and invalid UTF-8 or a str after bytes that stop inside a
-    character raise ValueError and leave the input as it was."""
+    lone surrogate in a str is U+FFFD, and invalid UTF-8, a str after bytes that stop inside a
+    character or a push of anything else raise and leave the input as it was."""
 
     __slots__ = ("_decoder",)
 
@@ -87,8 +87,8 @@ class _Utf8Text:
 
 
 def _complete_text(data: str | bytes) -> str:
-    """Text pushed in front, as the compiled ``PrependableCounter`` takes it: str (a lone
-    surrogate is U+FFFD) or complete UTF-8 (ValueError otherwise)."""
+    """Text pushed in front, as the compiled ``PrependableCounter`` takes it: a str (a lone
+    surrogate is U+FFFD) or complete UTF-8 (ValueError otherwise; TypeError for anything else)."""
     if isinstance(data, str):
         return _valid(data)
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -115,7 +115,7 @@ class _RecountingCounter:
         self.count = self._enc.count(self.text)
         return self.count
 
-    def extend(self, pieces) -> int:
+    def extend(self, pieces: Iterable[str | bytes]) -> int:
         for piece in pieces:
             self.push(piece)
         return self.count

@@ -2831,7 +2831,9 @@ class HFEncoding(Encoding):
         the plain encoding's compiled counter while the pipeline leaves the text alone (each
         push checks its new characters, ``_GuardedCounter``), or, with added tokens in the
         pipeline, the text cut at them as it grows (``_CutAppender``); the pipeline's count of
-        the text per push once the text is not left alone (quadratic from there)."""
+        the text per push once the text is not left alone (quadratic from there: the counter
+        stays in that mode, ``recounting``). Pushes are taken as the compiled counter takes
+        them (``_Utf8Text``): bytes may stop inside a character, a str may not follow them."""
         return self._streaming(False)
 
     def prependable_counter(self):
@@ -2930,12 +2932,12 @@ class _GuardedCounter:
         self._prepend = prepend
         self._slow = None
         self._edge = ""  # the first (prepending) or last ``context`` characters of the text
-        self._input = None if prepend else _Utf8Text()
+        self._input = None if prepend else _Utf8Text()  # what the compiled counter took, as text
 
     def push(self, data: str | bytes) -> int:
         if self._slow is not None:
             return self._slow.push(data)
-        count = self._fast.push(data)  # validates ``data`` as the compiled counter does
+        count = self._fast.push(data)  # refuses what the compiled counter refuses
         new = _complete_text(data) if self._prepend else self._input.complete(data)
         window = new + self._edge if self._prepend else self._edge + new
         if self._clean(window):
@@ -2967,9 +2969,7 @@ class _GuardedCounter:
 
     @property
     def pending_bytes(self) -> bytes:
-        if self._prepend:
-            return b""
-        return (self._slow or self._fast).pending_bytes
+        return b"" if self._prepend else (self._slow or self._fast).pending_bytes
 
     @property
     def recounting(self) -> bool:
@@ -2999,9 +2999,10 @@ def _fixed_size(node) -> int:
 
 class _Stream:
     """What the pipelines' streaming counters below share: the pushed text, kept as parts, and
-    the decoding of pushed bytes (appending: a character may be cut across pushes; prepending:
-    each push complete UTF-8, as the compiled counters take them). ``_slow``, once set, is the
-    recounting counter that holds the text from then on."""
+    the pushes taken as the compiled counters take them (appending: ``_Utf8Text``, a character
+    may be cut across pushes but a str may not follow its first bytes; prepending: each push a
+    str or complete UTF-8; a lone surrogate is U+FFFD). ``_slow``, once set, is the recounting
+    counter that holds the text from then on."""
 
     _prepend = False
     _enc: Encoding | None = None
@@ -3009,7 +3010,7 @@ class _Stream:
 
     def _start(self) -> None:
         self._parts: list[str] = []  # prepending: the last pushed first in the text
-        self._input = _Utf8Text()
+        self._input = None if self._prepend else _Utf8Text()
         self.count = 0
 
     def _decode(self, data: str | bytes) -> str:
