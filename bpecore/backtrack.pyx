@@ -863,19 +863,7 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                     out.push_back(token)
                 continue
             keep = 0
-            if local_only:
-                slot = &cache[h >> (64 - cache_bits)]
-                if slot.len == <uint32_t>length and slot.hash == h and memcmp(s + slot.start, p, length) == 0:
-                    if count_only:
-                        total += slot.ntok
-                    else:
-                        first = slot.first
-                        for k in range(slot.ntok):
-                            token = out[first + k]
-                            out.push_back(token)
-                    continue
-                keep = 1
-            elif shared != NULL and length <= BPE_CACHE_KEY:   # BPE_CACHE_KEY <= SHORT_PIECE
+            if not local_only and shared != NULL and length <= BPE_CACHE_KEY:   # BPE_CACHE_KEY <= SHORT_PIECE
                 got = bpe_cache_get(shared, h, p, <int>length, <uint32_t*>NULL if count_only else &stack[0])
                 if got >= 0:
                     hits += 1
@@ -888,9 +876,8 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                 misses += 1
                 keep = 2
                 if use_cache and misses == SHARED_TRIAL and hits * 16 < misses:
-                    local_only = True
+                    local_only = True   # every piece below takes the local cache (elif)
                     ahead = NULL
-                    cache.resize(1 << cache_bits)
             elif use_cache:
                 if cache.size() == 0:
                     cache.resize(1 << cache_bits)

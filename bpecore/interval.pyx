@@ -232,22 +232,28 @@ cdef Py_ssize_t _piece_table(const VocabView* v, const uint8_t* p, Py_ssize_t n,
     return pcnt[n]
 
 
+cdef struct _Block:
+    # Pieces cut ahead by the tableless pass: their ends, load_head and piece_hash.
+    Py_ssize_t ends[BLOCK]
+    uint64_t heads[BLOCK]
+    uint64_t hashes[BLOCK]
+
+
 cdef inline Py_ssize_t _cut_hashed(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
-                                   Py_ssize_t* scan, Py_ssize_t* ends, uint64_t* heads,
-                                   uint64_t* hashes, const BpeCacheTable* shared) noexcept nogil:
-    """Cut up to BLOCK pieces from scan[0] (advanced past them) into ``ends``, with the head and
-    hash of each (``head_and_hash``) and its whole-piece slot and ``shared`` bucket prefetched;
-    returns how many were cut, 0 at the end of the text."""
-    cdef Py_ssize_t m = next_piece_ends(kind, s, n, scan[0], ends, BLOCK), j, start = scan[0], length
+                                   Py_ssize_t* scan, _Block* b, const BpeCacheTable* shared) noexcept nogil:
+    """Cut up to BLOCK pieces from scan[0] (advanced past them) into ``b``, with the head and hash
+    of each (``head_and_hash``) and its whole-piece slot and ``shared`` bucket prefetched; returns
+    how many were cut, 0 at the end of the text."""
+    cdef Py_ssize_t m = next_piece_ends(kind, s, n, scan[0], b.ends, BLOCK), j, start = scan[0], length
     for j in range(m):
-        length = ends[j] - start
-        hashes[j] = head_and_hash(s + start, length, s + n, &heads[j])
-        bpe_prefetch(&v.pieces[hashes[j] >> v.piece_shift])
+        length = b.ends[j] - start
+        b.hashes[j] = head_and_hash(s + start, length, s + n, &b.heads[j])
+        bpe_prefetch(&v.pieces[b.hashes[j] >> v.piece_shift])
         if length > 8:
-            bpe_prefetch(&v.piece_tails[hashes[j] >> v.piece_shift])
+            bpe_prefetch(&v.piece_tails[b.hashes[j] >> v.piece_shift])
         if shared != NULL and length <= BPE_CACHE_KEY:
-            bpe_prefetch(bpe_cache_bucket(shared, hashes[j]))
-        start = ends[j]
+            bpe_prefetch(bpe_cache_bucket(shared, b.hashes[j]))
+        start = b.ends[j]
     scan[0] = start
     return m
 
@@ -447,35 +453,28 @@ cdef class IntervalCounter:
         cdef int shift = 56
         cdef Py_ssize_t pos = 0, scan = 0, e, top = 0, length, pcount, i, cur_n, next_n
         cdef int64_t cum = 0
-        cdef Py_ssize_t ring_end[2 * BLOCK]
-        cdef uint64_t ring_head[2 * BLOCK]
-        cdef uint64_t ring_hash[2 * BLOCK]
-        cdef Py_ssize_t* cur_end = ring_end
-        cdef Py_ssize_t* nxt_end = ring_end + BLOCK
-        cdef uint64_t* cur_head = ring_head
-        cdef uint64_t* nxt_head = ring_head + BLOCK
-        cdef uint64_t* cur_hash = ring_hash
-        cdef uint64_t* nxt_hash = ring_hash + BLOCK
-        cdef Py_ssize_t* swap_end
-        cdef uint64_t* swap
+        cdef _Block ring[2]
+        cdef _Block* cur = &ring[0]
+        cdef _Block* nxt = &ring[1]
+        cdef _Block* swap
         cdef int32_t* at = self.piece_at.data()
         while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << (4 if shared == NULL else 10)) < n:
             mask = (mask << 1) | 1
             shift -= 1
-        cur_n = _cut_hashed(v, kind, s, n, &scan, cur_end, cur_head, cur_hash, shared)
+        cur_n = _cut_hashed(v, kind, s, n, &scan, cur, shared)
         while cur_n:
-            next_n = _cut_hashed(v, kind, s, n, &scan, nxt_end, nxt_head, nxt_hash, shared)
+            next_n = _cut_hashed(v, kind, s, n, &scan, nxt, shared)
             for i in range(cur_n):
-                e = cur_end[i]
+                e = cur.ends[i]
                 length = e - pos
-                if lookup_piece_hashed(v, s + pos, length, cur_head[i], cur_hash[i]) != NO_TOKEN:
+                if lookup_piece_hashed(v, s + pos, length, cur.heads[i], cur.hashes[i]) != NO_TOKEN:
                     pcount = 1
                 elif shared != NULL and length <= BPE_CACHE_KEY:
-                    pcount = self._count_cached(pos, e, cur_hash[i], shared, &hits, &misses)
+                    pcount = self._count_cached(pos, e, cur.hashes[i], shared, &hits, &misses)
                 elif length < SEEN_MIN:
                     pcount = count_piece(v, s + pos, length, self.scratch, self.bits)
                 else:
-                    hashed = cur_hash[i] >> shift
+                    hashed = cur.hashes[i] >> shift
                     if seen.size() == 0:
                         seen.resize(mask + 1)
                     slot = &seen[hashed]
@@ -492,15 +491,9 @@ cdef class IntervalCounter:
                     return False
                 pos = e
             cur_n = next_n
-            swap_end = cur_end
-            cur_end = nxt_end
-            nxt_end = swap_end
-            swap = cur_head
-            cur_head = nxt_head
-            nxt_head = swap
-            swap = cur_hash
-            cur_hash = nxt_hash
-            nxt_hash = swap
+            swap = cur
+            cur = nxt
+            nxt = swap
         if shared != NULL:
             bpe_cache_count(shared, hits, misses)
         return True
@@ -812,8 +805,6 @@ cdef class IntervalCounter:
         if bracket:
             c_lo = self._count_chars(start, lo) if lo > start else 0
             if c_lo > tokens:
-                hi = lo
-                c_hi = c_lo
                 while c_lo > tokens:
                     hi = lo
                     c_hi = c_lo
