@@ -36,7 +36,10 @@ look-ahead checks only the ends that would let a newline into the window; blank 
 with ``str.rfind`` over the newlines, and so are sentence ends in ASCII; whole-text scans for
 Markdown headings and definitions try their ``regex`` pattern only at the line starts a stdlib
 ``re`` scan finds (the ``regex`` module's ``^`` scan of every line cost 2-3x a ``count`` of the
-text). The measurements: docs/perf/chunker.md.
+text). The module is compiled (setup.py, with the C types of ``chunker.pxd``: the state's
+fields, the per-chunk helpers' integers and calls); the same source runs uncompiled, and
+tests/bpecore/test_chunker_compiled.py holds the two to the same chunks. The measurements:
+docs/perf/chunker.md.
 """
 
 from __future__ import annotations

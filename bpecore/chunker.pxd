@@ -1,0 +1,84 @@
+# C types for bpecore/chunker.py, which setup.py compiles as it is (Cython's "augmenting .pxd"):
+# the chunker's state becomes a struct with C fields and its per-chunk helpers C calls on C
+# integers; the .py keeps the rules and still runs uncompiled (tests compare the two builds).
+# Locals not listed stay Python objects; generators stay def methods. docs/perf/chunker.md.
+cimport cython
+
+
+cdef class _Chunker:
+    cdef public object enc
+    cdef public str text
+    cdef public Py_ssize_t n
+    cdef public Py_ssize_t max_tokens
+    cdef public Py_ssize_t overlap
+    cdef public bint trim
+    cdef public bint balance
+    cdef public object counter
+    cdef public double chars_per_token
+    cdef public bint ascii
+    cdef public set heading_ends
+    cdef public bint titles
+    cdef public list sections
+
+    @cython.locals(lo=Py_ssize_t, stop=Py_ssize_t)
+    cpdef Py_ssize_t _farthest_end(self, Py_ssize_t s, Py_ssize_t tokens) except? -1
+
+    @cython.locals(n=Py_ssize_t, lo=Py_ssize_t, stop=Py_ssize_t)
+    cpdef tuple _crossing(self, Py_ssize_t s, Py_ssize_t tokens)
+
+    @cython.locals(e=Py_ssize_t)
+    cpdef Py_ssize_t _look_ahead(
+        self, Py_ssize_t s, Py_ssize_t tokens, Py_ssize_t lo, Py_ssize_t first, Py_ssize_t stop
+    ) except? -2
+
+    @cython.locals(step=Py_ssize_t, near=Py_ssize_t, best=Py_ssize_t, stop=Py_ssize_t)
+    cpdef Py_ssize_t _nearest_start(self, Py_ssize_t e, Py_ssize_t lo, Py_ssize_t tokens) except? -1
+
+    cpdef Py_ssize_t _rstrip(self, Py_ssize_t s, Py_ssize_t b) except? -1
+
+    cpdef Py_ssize_t _skip_ws(self, Py_ssize_t i, stop=*) except? -1
+
+    @cython.locals(text=str, before=Py_UCS4, after=Py_UCS4)
+    cpdef bint _cuts_cluster(self, Py_ssize_t b) except? -1
+
+    @cython.locals(
+        text=str, n=Py_ssize_t, trim=bint, limit=Py_ssize_t, failed=Py_ssize_t, i=Py_ssize_t,
+        j=Py_ssize_t, b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t,
+    )
+    cpdef object _newline_level(self, bint paragraph, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e)
+
+    @cython.locals(text=str, a=Py_ssize_t, nl=Py_ssize_t, nxt=Py_ssize_t, line=str, body=str)
+    cpdef bint _title_ends(self, Py_ssize_t j, Py_ssize_t b, Py_ssize_t depth=*) except? -1
+
+    @cython.locals(text=str, p=Py_ssize_t, prev=str)
+    cpdef bint _opens(self, Py_ssize_t a, Py_ssize_t titles) except? -1
+
+    @cython.locals(text=str, word=str)
+    cpdef bint _sentence_ends(
+        self, Py_ssize_t start, Py_ssize_t end, Py_ssize_t b, bint lower
+    ) except? -1
+
+    @cython.locals(
+        limit=Py_ssize_t, n=Py_ssize_t, lo=Py_ssize_t, stop=Py_ssize_t, first=Py_ssize_t,
+        e_lo=Py_ssize_t, nl=Py_ssize_t, last=Py_ssize_t, split=Py_ssize_t, e_max=Py_ssize_t,
+        end=Py_ssize_t, tokens=Py_ssize_t, e=Py_ssize_t,
+    )
+    cpdef object _best_end(self, Py_ssize_t s, Py_ssize_t min_end)
+
+    @cython.locals(level=Py_ssize_t)
+    cpdef object _levels(
+        self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, Py_ssize_t top, Py_ssize_t bottom
+    )
+
+    @cython.locals(limit=Py_ssize_t, failed=Py_ssize_t, b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t)
+    cpdef object _first_fit(self, Py_ssize_t s, Py_ssize_t min_end, object candidates, object cap)
+
+    @cython.locals(i=Py_ssize_t, pos=Py_ssize_t, lvl=Py_ssize_t, level=Py_ssize_t)
+    cpdef object _section_levels(self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, Py_ssize_t top)
+
+    @cython.locals(u_end=Py_ssize_t, last=Py_ssize_t, x=Py_ssize_t, with_tail=Py_ssize_t)
+    cpdef Py_ssize_t _with_tail(
+        self, Py_ssize_t s, Py_ssize_t u, Py_ssize_t total, Py_ssize_t m, Py_ssize_t tokens
+    ) except? -1
+
+    cpdef object _overlap_start(self, Py_ssize_t prev_start, Py_ssize_t end)
