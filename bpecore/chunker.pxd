@@ -5,6 +5,13 @@
 cimport cython
 
 
+@cython.locals(c=Py_UCS4)
+cpdef bint _title(str line) except? -1
+
+@cython.locals(k=Py_ssize_t, c=Py_UCS4)
+cpdef bint _ends_clause(str line) except? -1
+
+
 cdef class _Chunker:
     cdef public object enc
     cdef public str text
@@ -34,9 +41,17 @@ cdef class _Chunker:
     @cython.locals(step=Py_ssize_t, near=Py_ssize_t, best=Py_ssize_t, stop=Py_ssize_t)
     cpdef Py_ssize_t _nearest_start(self, Py_ssize_t e, Py_ssize_t lo, Py_ssize_t tokens) except? -1
 
+    @cython.locals(text=str)
     cpdef Py_ssize_t _rstrip(self, Py_ssize_t s, Py_ssize_t b) except? -1
 
+    @cython.locals(text=str, end=Py_ssize_t)
     cpdef Py_ssize_t _skip_ws(self, Py_ssize_t i, stop=*) except? -1
+
+    @cython.locals(text=str)
+    cpdef Py_ssize_t _ws_start(self, Py_ssize_t lo, Py_ssize_t j) except? -1
+
+    @cython.locals(text=str)
+    cpdef Py_ssize_t _next_word_end(self, Py_ssize_t i, Py_ssize_t stop) except? -2
 
     @cython.locals(text=str, before=Py_UCS4, after=Py_UCS4)
     cpdef bint _cuts_cluster(self, Py_ssize_t b) except? -1
@@ -53,7 +68,7 @@ cdef class _Chunker:
     @cython.locals(text=str, p=Py_ssize_t, prev=str)
     cpdef bint _opens(self, Py_ssize_t a, Py_ssize_t titles) except? -1
 
-    @cython.locals(text=str, word=str)
+    @cython.locals(text=str, word=str, c=Py_UCS4, lo=Py_ssize_t, k=Py_ssize_t)
     cpdef bint _sentence_ends(
         self, Py_ssize_t start, Py_ssize_t end, Py_ssize_t b, bint lower
     ) except? -1

@@ -134,6 +134,8 @@ _FIRST_NO_CUT_BEFORE = "\u0300"
 _FIRST_NO_CUT_AFTER = "\u0600"
 _ASCII_CLOSE = frozenset("\"'()[]{}")  # the ASCII members of SB=Close (a test checks them)
 _ASCII_TERMINATORS = frozenset("!.?")  # ... and of SB=STerm and SB=ATerm
+_ASCII_CLAUSE_ENDS = frozenset("!.?,;")
+_ASCII_WORD = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz")  # \w
 _LOWER = regex.compile(r"\p{Ll}")
 # A title line (``_title_ends``) is at most this long and does not end like a sentence or a
 # clause; the line under it is body text when it is longer or ends like one.
@@ -144,13 +146,39 @@ _NOT_TITLE_END = regex.compile(r"[\p{SB=STerm}\p{SB=ATerm},;]\p{SB=Close}*$", re
 _TITLE_START = regex.compile(r"[^\p{L}|\t]*[\p{L}--\p{Ll}][^|\t]*$", regex.VERSION1)
 
 
+# One character of those classes, for the non-ASCII characters of the walks below.
+_CLOSE_CHAR = regex.compile(r"\p{SB=Close}")
+_CLAUSE_END_CHAR = regex.compile(r"[\p{SB=STerm}\p{SB=ATerm},;]")
+
+
 def _title(line: str) -> bool:
-    """Whether a stripped line can be a title (``_Chunker._title_ends``)."""
-    return (
-        0 < len(line) <= _TITLE_CHARS
-        and _TITLE_START.match(line) is not None
-        and _NOT_TITLE_END.search(line) is None
-    )
+    """Whether a stripped line can be a title (``_Chunker._title_ends``): ``_TITLE_START.match``
+    and no ``_NOT_TITLE_END.search``, the first as a walk to the first letter (a test checks the
+    two agree)."""
+    if not 0 < len(line) <= _TITLE_CHARS or "|" in line or "\t" in line:
+        return False
+    for c in line:
+        if c.isalpha():  # (\p{L}: str.isalpha is the L categories)
+            if c.islower() if c < "\x80" else _LOWER.match(c) is not None:
+                return False
+            return not _ends_clause(line)
+    return False
+
+
+def _ends_clause(line: str) -> bool:
+    """``_NOT_TITLE_END.search(line) is not None`` for a line without a newline: walk back over
+    the closers, then look at one character (SB=Close and the terminators, ``,`` and ``;`` do
+    not meet, so this is the regex's only possible match)."""
+    k = len(line)
+    while k:
+        c = line[k - 1]
+        if c in _ASCII_CLOSE or (c >= "\x80" and _CLOSE_CHAR.match(c) is not None):
+            k -= 1
+        else:
+            return c in _ASCII_CLAUSE_ENDS or (
+                c >= "\x80" and _CLAUSE_END_CHAR.match(c) is not None
+            )
+    return False
 
 
 _WORD_BEFORE_DOT = regex.compile(r"(\w+)\.$")
@@ -467,9 +495,9 @@ class _Chunker:
         else:
             # Pieces end at whitespace, but a space left at the end costs a token that the next
             # word would absorb (" for"): look up to the whitespace after the next word.
-            w = _NEXT_WORD_END.match(self.text, lo, min(n, stop))
-            if w is not None and w.end() < min(n, stop):
-                stop = w.end() + 1
+            w = self._next_word_end(lo, min(n, stop))
+            if 0 <= w < min(n, stop):
+                stop = w + 1
         return lo, min(n, stop)
 
     def _look_ahead(self, s: int, tokens: int, lo: int, first: int, stop: int) -> int:
@@ -487,26 +515,50 @@ class _Chunker:
         best = near
         stop = near - 1 - _LOOKAHEAD
         if near > 0 and self.text[near - 1].isspace():
-            m = _WS_TAIL.match(self.text, max(lo, near - _WS_LOOKAHEAD), near)
-            stop = min(stop, m.start() - 1)
+            stop = min(stop, self._ws_start(max(lo, near - _WS_LOOKAHEAD), near) - 1)
         for s in range(near - 2, max(lo, stop) - 1, -1):
             if count(s, e) <= tokens:
                 best = s
         return best
 
+    # Whitespace runs are walked a character at a time (str.isspace is _S): in the compiled
+    # module a C loop, where a regex match costs a call and a matcher's set-up.
     def _rstrip(self, s: int, b: int) -> int:
-        if not self.trim or b <= s or not self.text[b - 1].isspace():  # (str.isspace is _S)
-            return b
-        m = _WS_TAIL.match(self.text, s, b)
-        return m.start() if m else b
+        """``b`` moved back over whitespace to ``s`` at most, when trimming."""
+        if self.trim:
+            text = self.text
+            while b > s and text[b - 1].isspace():
+                b -= 1
+        return b
 
     def _skip_ws(self, i: int, stop: int | None = None) -> int:
-        if stop is None:
-            stop = self.n
-        if i >= stop or not self.text[i].isspace():
-            return i
-        m = _WS_HEAD.match(self.text, i, stop)
-        return m.end() if m else i
+        """The end of the whitespace run at ``i`` (``i`` when none), ``stop`` at most."""
+        text = self.text
+        end = self.n if stop is None else min(stop, self.n)
+        while i < end and text[i].isspace():
+            i += 1
+        return i
+
+    def _ws_start(self, lo: int, j: int) -> int:
+        """The start of the whitespace run that ends at ``j``, ``lo`` at least (``j`` when none)."""
+        text = self.text
+        while j > lo and text[j - 1].isspace():
+            j -= 1
+        return j
+
+    def _next_word_end(self, i: int, stop: int) -> int:
+        """``_NEXT_WORD_END.match(text, i, stop).end()``, -1 when it does not match: the end of
+        the word after the rest of this one and the whitespace that follows it."""
+        text = self.text
+        while i < stop and not text[i].isspace():
+            i += 1
+        if i == stop:
+            return -1
+        while i < stop and text[i].isspace():
+            i += 1
+        while i < stop and not text[i].isspace():
+            i += 1
+        return i
 
     def _cuts_cluster(self, b: int) -> bool:
         text = self.text
@@ -614,9 +666,7 @@ class _Chunker:
             if b <= s:
                 return
             if skip:
-                w = _WS_HEAD.match(text, b, e)
-                if w is not None:
-                    b = w.end()
+                b = self._skip_ws(b, e)
             if b > e or self._cuts_cluster(b):
                 continue
             if sentence and not self._sentence_ends(start, end, b, level == _LOWER_SENTENCE):
@@ -669,8 +719,7 @@ class _Chunker:
         for j, i in self._blank_lines(s, e) if paragraph else self._newlines(s, e):
             # text[j:i + 1] is whitespace, starting and ending with a newline
             b = i + 1
-            if b < e and text[b].isspace():
-                b = _WS_HEAD.match(text, b, e).end()
+            b = self._skip_ws(b, e)
             if b < n and (
                 text[b] >= _FIRST_NO_CUT_BEFORE
                 or text[b - 1] >= _FIRST_NO_CUT_AFTER
@@ -710,9 +759,8 @@ class _Chunker:
         text = self.text
         if b >= self.n:
             return False
-        w = _WS_TAIL.match(text, max(0, j - _WS_LOOKAHEAD), j)
-        if w is not None:
-            j = w.start()  # (the line level meets a blank line at its second newline)
+        j = self._ws_start(max(0, j - _WS_LOOKAHEAD), j)  # (the line level meets a blank
+        # line at its second newline)
         a = text.rfind("\n", 0, j) + 1
         if j - a > 2 * _TITLE_CHARS:
             return False
@@ -723,7 +771,7 @@ class _Chunker:
             return False
         nl = text.find("\n", b, b + 4 * _TITLE_CHARS)
         body = text[b : b + 4 * _TITLE_CHARS if nl < 0 else nl].rstrip()
-        if len(body) > _TITLE_CHARS or _NOT_TITLE_END.search(body):
+        if len(body) > _TITLE_CHARS or _ends_clause(body):
             return True  # (a sentence, or a long line: body text)
         if depth >= 2 or nl < 0 or not body:
             return False
@@ -740,7 +788,7 @@ class _Chunker:
         if a - p > 2 * _TITLE_CHARS:
             return True
         prev = text[p : a - 1].strip()
-        if not prev or len(prev) > _TITLE_CHARS or _NOT_TITLE_END.search(prev):
+        if not prev or len(prev) > _TITLE_CHARS or _ends_clause(prev):
             return True
         return titles > 0 and self._opens(p, titles - 1)
 
@@ -753,8 +801,7 @@ class _Chunker:
         while i > s:
             if text[i - 1] != "\\":  # "\\\\n" is an escaped backslash, then "n"
                 b = i + len(mark)
-                if b < e and text[b].isspace():
-                    b = _WS_HEAD.match(text, b, e).end()
+                b = self._skip_ws(b, e)
                 if b not in self.heading_ends:
                     yield b
             i = find(mark, s, i)
@@ -787,12 +834,25 @@ class _Chunker:
         """Whether the terminator matched at ``text[start:end]`` ends a sentence at ``b``: not after
         an abbreviation or an initial, and (unless ``lower``) not before a lower-case letter."""
         text = self.text
-        if not lower and b < self.n and _LOWER.match(text, b):
-            return False
+        if not lower and b < self.n:
+            c = text[b]
+            if c.islower() if c < "\x80" else _LOWER.match(c) is not None:
+                return False
         if end - start == 1 and text[start] == ".":
-            w = _WORD_BEFORE_DOT.search(text, max(0, start - 24), start + 1)
-            if w is not None:
-                word = w.group(1)
+            # _WORD_BEFORE_DOT's search, as a walk back over ASCII word characters; a non-ASCII
+            # character before them leaves it to the regex.
+            lo = max(0, start - 24)
+            k = start
+            while k > lo and text[k - 1] in _ASCII_WORD:
+                k -= 1
+            word = None
+            if k > lo and text[k - 1] >= "\x80":
+                w = _WORD_BEFORE_DOT.search(text, lo, start + 1)
+                if w is not None:
+                    word = w.group(1)
+            elif k < start:
+                word = text[k:start]
+            if word is not None:
                 if (len(word) == 1 and word.isalpha()) or word.lower() in _ABBREVIATIONS:
                     return False
                 if word[-1].isdigit() and _LIST_NUMBER.search(text, max(0, start - 8), start + 1):
@@ -815,8 +875,7 @@ class _Chunker:
                 if nl < 0:
                     split = stop + 1
                 elif self.trim:
-                    m = _WS_TAIL.match(self.text, lo, nl)
-                    split = m.start() if m else nl
+                    split = self._ws_start(lo, nl)
                 else:
                     split = nl + 1
                 split = max(first, split)

@@ -562,6 +562,105 @@ def test_no_cut_fast_path_bounds():
     assert not any(_NO_CUT_AFTER.match(chr(c)) for c in range(ord(_FIRST_NO_CUT_AFTER)))
 
 
+# Characters where the walks of the chunker's helpers and the regexes they stand for could part:
+# every kind of whitespace, closers and terminators (ASCII and not), letters of every case,
+# word characters that are not ASCII, and "|", "\t" (table rows are no titles).
+_WALK_CHARS = (
+    " \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3000"
+    "aZz_09.!?,;:'\"()[]{}|"
+    "\u00e9\u00c9\u00aa\u02b0\u01c5\u65e5\u0394\u03b4\u0660"
+    "\u3002\uff01\u00bb\u201d\u300d\u2019\u061f\u0964"
+)
+
+
+def _old_sentence_ends(state, start, end, b, lower):
+    """``_Chunker._sentence_ends`` as the regexes say it (before its walks)."""
+    from bpecore.chunker import _ABBREVIATIONS, _LIST_NUMBER, _LOWER, _WORD_BEFORE_DOT
+
+    text = state.text
+    if not lower and b < len(text) and _LOWER.match(text, b):
+        return False
+    if end - start == 1 and text[start] == ".":
+        w = _WORD_BEFORE_DOT.search(text, max(0, start - 24), start + 1)
+        if w is not None:
+            word = w.group(1)
+            if (len(word) == 1 and word.isalpha()) or word.lower() in _ABBREVIATIONS:
+                return False
+            if word[-1].isdigit() and _LIST_NUMBER.search(text, max(0, start - 8), start + 1):
+                return False
+    return True
+
+
+@given(st.text(alphabet=_WALK_CHARS, max_size=40), st.data())
+def test_walks_equal_their_regexes(cl100k, text, data):
+    """The character walks that stand for regex calls (whitespace runs, the next word's end, the
+    word before a dot, title lines) give what the regexes give."""
+    from bpecore.chunker import (
+        _NEXT_WORD_END,
+        _NOT_TITLE_END,
+        _TITLE_CHARS,
+        _TITLE_START,
+        _WS_HEAD,
+        _WS_TAIL,
+        _Chunker,
+        _ends_clause,
+        _title,
+    )
+
+    line = text.replace("\n", "")
+    assert _ends_clause(line) == (_NOT_TITLE_END.search(line) is not None), line
+    want = (
+        0 < len(line) <= _TITLE_CHARS
+        and _TITLE_START.match(line) is not None
+        and _NOT_TITLE_END.search(line) is None
+    )
+    assert _title(line) == want, line
+    if not text:
+        return
+    state = _Chunker(cl100k, text, 8, 0, True, False, "text")
+    n = len(text)
+    i = data.draw(st.integers(0, n))
+    stop = data.draw(st.integers(i, n))
+    m = _WS_HEAD.match(text, i, stop)
+    assert state._skip_ws(i, stop) == (m.end() if m else i)
+    m = _WS_TAIL.match(text, i, stop)
+    assert state._ws_start(i, stop) == state._rstrip(i, stop) == (m.start() if m else stop)
+    m = _NEXT_WORD_END.match(text, i, stop)
+    assert state._next_word_end(i, stop) == (m.end() if m else -1)
+    for start in range(n):
+        if text[start] == ".":
+            for b in (start + 1, min(n, start + 2)):
+                for lower in (False, True):
+                    got = state._sentence_ends(start, start + 1, b, lower)
+                    assert got == _old_sentence_ends(state, start, start + 1, b, lower), (
+                        text,
+                        start,
+                    )
+
+
+def test_walks_on_corpora(corpus, cl100k):
+    """The same on corpus lines and sentence ends (titles of real text, words before a dot)."""
+    from bpecore.chunker import _NOT_TITLE_END, _TITLE_START, _Chunker, _ends_clause, _title
+
+    for name in ("english", "multilingual", "code"):
+        text = corpus(name)[:200_000]
+        for line in text.split("\n"):
+            line = line.strip()
+            assert _ends_clause(line) == (_NOT_TITLE_END.search(line) is not None), line
+            want = (
+                0 < len(line) <= 80
+                and _TITLE_START.match(line) is not None
+                and _NOT_TITLE_END.search(line) is None
+            )
+            assert _title(line) == want, line
+        state = _Chunker(cl100k, text, 8, 0, True, False, "text")
+        for start in [i for i, c in enumerate(text) if c == "."][:5000]:
+            b = state._skip_ws(start + 1)
+            assert state._sentence_ends(start, start + 1, b, False) == _old_sentence_ends(
+                state, start, start + 1, b, False
+            )
+
+
 @given(
     text=TEXTS | NEWLINE_TEXTS.map(lambda t: t * 8),
     max_tokens=st.sampled_from([1, 2, 4, 8, 16]),
