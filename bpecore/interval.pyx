@@ -52,6 +52,10 @@ their own.
 #   page faults): 18-21 -> 11 ms per English MB (docs/perf/chunker.md).
 # - The piece structs are written through a pointer into a malloc'd buffer: a std::vector
 #   push_back of a struct built on the stack stalled on store forwarding (a quarter of the pass).
+# - Without tables piece_at (4 bytes per byte, filled with -1 before the pass) gives way to
+#   first_at (the first piece ending in or after each 16-byte block, written branch-free for
+#   the common piece that crosses at most one block start): 27% less memory and 2-7% off the
+#   pass (docs/perf/chunker.md).
 # The measurements behind these decisions: docs/perf/interval.md.
 
 from cpython.object cimport PyObject_LengthHint
@@ -104,6 +108,7 @@ cdef enum:
     SEEN_MIN = 4          #: shorter pieces are one table lookup anyway
     SEEN_SLOTS_MAX = (1 << 20) - 1  #: slot mask cap of the repeated-piece table
     NEAR = 32             #: _last_stable: bytes scanned below b, then pieces stepped down
+    AT_SHIFT = 4          #: first_at: one entry per 16 bytes
     GIL_BYTES = 16384     #: count() releases the GIL only for slices longer than this
     TABLE_MAX = 1024      #: longer pieces get no prefix/suffix counts (< 2**15: they fit piece_at's inner entries)
     CAND_PER_BYTE = 8     #: _piece_table gives up past this many tokens per byte (English: 3.4)
@@ -261,10 +266,13 @@ cdef inline Py_ssize_t _cut_hashed(const VocabView* v, int kind, const uint8_t* 
 cdef class IntervalCounter:
     """Counts of slices of one text.
 
-    Fields: ``piece_at[x]`` = number of pieces ending at or before byte x when x is a piece
-    boundary of the whole text (x in 0..n); inside a piece P it is negative: ~(pre << 16 | suf),
-    pre = tokens of P's bytes before x, suf = tokens of P's bytes from x (0: not known, -1 when
-    both are: P is longer than TABLE_MAX or a one-character run). ``pieces[m]`` (m = 0..number of pieces) =
+    Fields: ``piece_at[x]`` (with piece tables) = number of pieces ending at or before byte x when
+    x is a piece boundary of the whole text (x in 0..n); inside a piece P it is negative:
+    ~(pre << 16 | suf), pre = tokens of P's bytes before x, suf = tokens of P's bytes from x (0:
+    not known, -1 when both are: P is longer than TABLE_MAX or a one-character run). Without
+    piece tables there is nothing to keep inside pieces: ``first_at[k]`` = the first piece ending
+    at or after byte ``k * 16`` stands for ``piece_at`` (``_at``; 1/16 of its size, and the pass
+    no longer fills 4 bytes per byte). ``pieces[m]`` (m = 0..number of pieces) =
     the running token count ``cum``, the ``end`` of piece m (1-based; ``pieces[0]`` is all zero)
     and ``reach``, the max horizon of pieces 1..m. ``char_byte[c]`` = byte offset of character c
     (empty for ASCII text). ``scratch``/``bits``/``head``: buffers and the slice-start cache of
@@ -280,6 +288,7 @@ cdef class IntervalCounter:
     cdef Py_ssize_t nchars
     cdef int kind
     cdef vector[int32_t] piece_at
+    cdef vector[uint32_t] first_at   #: without piece tables: first piece ending at or after 16k
     cdef _Piece* pieces       #: pieces[0..npieces - 1], room for pcap (malloc'd: filled by pointer)
     cdef Py_ssize_t npieces
     cdef Py_ssize_t pcap
@@ -344,11 +353,11 @@ cdef class IntervalCounter:
         self.pieces[0].end = 0
         self.pieces[0].reach = 0
         self.npieces = 1
-        self.piece_at.reserve(self.n + 1)
-        bpe_huge_pages(self.piece_at.data(), 4 * (self.n + 1))
         cdef CacheTable table
         cdef bint ok
         if self.tables:
+            self.piece_at.reserve(self.n + 1)
+            bpe_huge_pages(self.piece_at.data(), 4 * (self.n + 1))
             with nogil:
                 self.piece_at.assign(self.n + 1, -1)
                 self.piece_at[0] = 0
@@ -357,8 +366,7 @@ cdef class IntervalCounter:
             # without tables a piece needs only its count: the encoder's piece cache has it
             table = encoder.piece_cache.get()   # held for the pass: a resize may replace it
             with nogil:
-                self.piece_at.assign(self.n + 1, -1)
-                self.piece_at[0] = 0
+                self.first_at.assign((self.n >> AT_SHIFT) + 2, 0)
                 ok = self._pass_counts(table.ptr)
         if not ok:
             raise MemoryError()
@@ -377,11 +385,11 @@ cdef class IntervalCounter:
             self.pcap *= 2
         return self.pieces + self.npieces
 
-    cdef inline Py_ssize_t _add_piece(self, Py_ssize_t pos, Py_ssize_t e, int64_t cum, Py_ssize_t top,
-                                      int32_t* at) noexcept nogil:
+    cdef inline Py_ssize_t _add_piece(self, Py_ssize_t pos, Py_ssize_t e, int64_t cum,
+                                      Py_ssize_t top) noexcept nogil:
         """Record the piece [pos, e) cut by the pass, ``cum`` tokens up to its end, given ``top``,
-        the running horizon before it: its struct and at[e] (piece_at). Returns the running
-        horizon after it, -1 when memory is refused."""
+        the running horizon before it (the caller records where it ends: piece_at or first_at).
+        Returns the running horizon after it, -1 when memory is refused."""
         cdef Py_ssize_t h = _horizon(self.kind, self.s, self.n, pos, e)
         cdef _Piece* q = self._next_piece()
         if q == NULL:
@@ -392,7 +400,6 @@ cdef class IntervalCounter:
         q.end = e
         q.reach = top
         self.npieces += 1
-        at[e] = <int32_t>(self.npieces - 1)
         return top
 
     cdef bint _pass_tables(self) noexcept nogil:
@@ -431,9 +438,10 @@ cdef class IntervalCounter:
                 else:
                     pcount = self._count_new(pos, e, work)
                 cum += pcount
-                top = self._add_piece(pos, e, cum, top, at)
+                top = self._add_piece(pos, e, cum, top)
                 if top < 0:
                     return False
+                at[e] = <int32_t>(self.npieces - 1)
                 pos = e
         return True
 
@@ -457,7 +465,8 @@ cdef class IntervalCounter:
         cdef _Block* cur = &ring[0]
         cdef _Block* nxt = &ring[1]
         cdef _Block* swap
-        cdef int32_t* at = self.piece_at.data()
+        cdef uint32_t* first = self.first_at.data()
+        cdef Py_ssize_t k
         while mask < SEEN_SLOTS_MAX and (<Py_ssize_t>mask << (4 if shared == NULL else 10)) < n:
             mask = (mask << 1) | 1
             shift -= 1
@@ -486,9 +495,19 @@ cdef class IntervalCounter:
                         slot.length = length
                         slot.count = pcount
                 cum += pcount
-                top = self._add_piece(pos, e, cum, top, at)
+                top = self._add_piece(pos, e, cum, top)
                 if top < 0:
                     return False
+                # first_at of the blocks whose first byte is in (pos, e]: the next block's entry
+                # is written whether or not the piece reaches it (the piece that does comes later
+                # and writes it again), so the common case has no branch to mispredict
+                k = (pos >> AT_SHIFT) + 1
+                first[k] = <uint32_t>(self.npieces - 1)
+                if ((k + 1) << AT_SHIFT) <= e:
+                    k += 1
+                    while (k << AT_SHIFT) <= e:
+                        first[k] = <uint32_t>(self.npieces - 1)
+                        k += 1
                 pos = e
             cur_n = next_n
             swap = cur
@@ -551,8 +570,15 @@ cdef class IntervalCounter:
         inside it); else backtracked."""
         cdef const int32_t* at = self.piece_at.data()
         cdef const _Piece* p = self.pieces
-        cdef int32_t mx = at[x], me = at[e]
+        cdef int32_t mx, me
         cdef uint32_t raw
+        if not self.tables:   # whole pieces only
+            me = <int32_t>self._at(e)
+            if me > 0 and p[me - 1].end == x:
+                return p[me].cum - p[me - 1].cum
+            return count_piece(&self.encoder.vocab.view, self.s + x, e - x, scratch, bits)
+        mx = at[x]
+        me = at[e]
         if me >= 0:
             if mx < 0:
                 if p[me - 1].end < x:
@@ -583,19 +609,44 @@ cdef class IntervalCounter:
     cdef Py_ssize_t _byte(self, Py_ssize_t c) noexcept nogil:
         return c if self.char_byte.size() == 0 else self.char_byte[c]
 
+    cdef inline Py_ssize_t _at(self, Py_ssize_t x) noexcept nogil:
+        """``piece_at[x]``: the index of the piece ending at byte x, negative when none does."""
+        cdef const _Piece* p = self.pieces
+        cdef Py_ssize_t m
+        if self.tables:
+            return self.piece_at[x]
+        m = self.first_at[x >> AT_SHIFT]
+        while p[m].end < x:
+            m += 1
+        return m if p[m].end == x else -1
+
+    cdef inline Py_ssize_t _at_or_before(self, Py_ssize_t b) noexcept nogil:
+        """Without piece tables: the index of the last piece ending at or before byte b."""
+        cdef const _Piece* p = self.pieces
+        cdef Py_ssize_t m = self.first_at[b >> AT_SHIFT]
+        if p[m].end > b:
+            return m - 1   # (the piece before m ends before this block's first byte)
+        while m + 1 < self.npieces and p[m + 1].end <= b:
+            m += 1
+        return m
+
     cdef Py_ssize_t _last_stable(self, Py_ssize_t b) noexcept nogil:
         """The last piece J whose running horizon reach[J] is <= b (reach is nondecreasing).
 
         Every piece ends before its horizon, so J is at or before the last piece ending at or
-        before b: find that piece from piece_at within NEAR bytes below b, then step down while the
+        before b: find that piece from piece_at within NEAR bytes below b (from first_at without
+        piece tables), then step down while the
         reach passes b (a step or two: only pieces whose scanner looked past b). Long pieces and
         long horizons (runs of one character class) fall back to binary search.
         """
         cdef Py_ssize_t x = b, lim = b - NEAR if b > NEAR else 0, m, lo, hi, mid, steps = 0
         cdef const _Piece* p = self.pieces
-        while x > lim and self.piece_at[x] < 0:
-            x -= 1
-        m = self.piece_at[x]
+        if self.tables:
+            while x > lim and self.piece_at[x] < 0:
+                x -= 1
+            m = self.piece_at[x]
+        else:
+            m = self._at_or_before(b)
         if m >= 0:
             while m > 0 and p[m].reach > b and steps < NEAR:
                 m -= 1
@@ -659,7 +710,7 @@ cdef class IntervalCounter:
             build = head.eager or head.asked == a
             head.asked = a
         while pos < b:
-            m = self.piece_at[pos]
+            m = self._at(pos)
             if m >= 0:
                 if m <= j:
                     if build and pos > a and hmax <= b:
@@ -977,4 +1028,5 @@ cdef class IntervalCounter:
 
     def memory_bytes(self):
         """Bytes held by the tables (not counting the text itself)."""
-        return 4 * self.piece_at.capacity() + sizeof(_Piece) * self.pcap + 4 * self.char_byte.capacity()
+        return (4 * self.piece_at.capacity() + 4 * self.first_at.capacity()
+                + sizeof(_Piece) * self.pcap + 4 * self.char_byte.capacity())
