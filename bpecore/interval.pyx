@@ -784,15 +784,21 @@ cdef class IntervalCounter:
         pieces cut differently near the ends are left out."""
         cdef const _Piece* p = self.pieces
         cdef Py_ssize_t a = self._byte(start), lo = 0, hi = self.npieces - 1, mid, k, target
-        while lo < hi:  # k: the first piece boundary at or after a
-            mid = (lo + hi) >> 1
-            if p[mid].end < a:
-                lo = mid + 1
-            else:
-                hi = mid
+        if self.tables:
+            while lo < hi:  # k: the first piece boundary at or after a
+                mid = (lo + hi) >> 1
+                if p[mid].end < a:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        else:
+            lo = self.first_at[a >> AT_SHIFT]
+            while p[lo].end < a:
+                lo += 1
         k = lo
         target = p[k].cum + tokens
-        hi = self.npieces - 1
+        # every piece holds a token at least: the boundary sought is at most ``tokens`` pieces on
+        hi = k + tokens if k + tokens < self.npieces - 1 else self.npieces - 1
         while lo < hi:  # the last piece boundary whose running count is within target
             mid = (lo + hi + 1) >> 1
             if p[mid].cum <= target:
@@ -808,15 +814,18 @@ cdef class IntervalCounter:
         passes ``tokens`` (``far`` is 0 when it never does)."""
         cdef const _Piece* p = self.pieces
         cdef Py_ssize_t b = self._byte(end), lo = 0, hi = self.npieces - 1, mid, target
-        while lo < hi:  # the last piece boundary at or before b
-            mid = (lo + hi + 1) >> 1
-            if p[mid].end <= b:
-                lo = mid
-            else:
-                hi = mid - 1
+        if self.tables:
+            while lo < hi:  # the last piece boundary at or before b
+                mid = (lo + hi + 1) >> 1
+                if p[mid].end <= b:
+                    lo = mid
+                else:
+                    hi = mid - 1
+        else:
+            lo = self._at_or_before(b)
         target = p[lo].cum - tokens
         hi = lo
-        lo = 0
+        lo = hi - tokens if hi > tokens else 0   # (a token per piece at least, as above)
         while lo < hi:  # the first piece boundary whose running count is within tokens of it
             mid = (lo + hi) >> 1
             if p[mid].cum >= target:
