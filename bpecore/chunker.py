@@ -691,8 +691,10 @@ class _Chunker:
             return
         find = text.rfind
         hi = endpos
+        # the last of each terminator before hi, searched again only once hi has passed it
+        dot, bang, ask = find(".", s, hi), find("!", s, hi), find("?", s, hi)
         while True:
-            p = max(find(".", s, hi), find("!", s, hi), find("?", s, hi))
+            p = max(dot, bang, ask)
             if p < 0:
                 return
             end = p + 1
@@ -703,6 +705,12 @@ class _Chunker:
                 hi -= 1
             if end < endpos and text[end].isspace():
                 yield hi, end
+            if dot >= hi:
+                dot = find(".", s, hi)
+            if bang >= hi:
+                bang = find("!", s, hi)
+            if ask >= hi:
+                ask = find("?", s, hi)
 
     def _newline_level(
         self, paragraph: bool, s: int, min_end: int, e: int
