@@ -27,6 +27,9 @@ cdef class _Chunker:
     cdef public bint titles
     cdef public list sections
 
+    @cython.locals(text=str, start=Py_ssize_t, prev=Py_ssize_t, k=Py_ssize_t, step=Py_ssize_t)
+    cpdef list _code_sections(self, str language)
+
     @cython.locals(lo=Py_ssize_t, stop=Py_ssize_t)
     cpdef Py_ssize_t _farthest_end(self, Py_ssize_t s, Py_ssize_t tokens) except? -1
 

@@ -258,6 +258,10 @@ _ATTACHED = {
     "rust": regex.compile(r"[ \t]*(?://|/\*|\*|#\[|#!\[)"),
 }
 _ATTACHED["typescript"] = _ATTACHED["tsx"] = _ATTACHED["jsx"] = _ATTACHED["javascript"]
+# The characters an attached line can start with after its indentation (a test checks them
+# against the patterns): other lines are rejected without a regex call.
+_ATTACHED_MARKS = {"python": "@#", "javascript": "/*@", "go": "/*", "rust": "/*#"}
+_ATTACHED_MARKS["typescript"] = _ATTACHED_MARKS["tsx"] = _ATTACHED_MARKS["jsx"] = "/*@"
 LANGUAGES = ("markdown", "text", *sorted(_DEFINITIONS))
 # Detection (``language=None``): the keywords that can start a definition line, and the
 # languages to check the line against (the JavaScript family is read as TypeScript, whose
@@ -582,18 +586,22 @@ class _Chunker:
         indentation of a definition that has one (4 columns when none has).
         """
         text, found = self.text, []
-        attached = _ATTACHED[language]
+        attached, marks = _ATTACHED[language], _ATTACHED_MARKS[language]
         for m in _definition_matches(language, text):
             start = m.start()
             # Walk up over the lines that belong to it.
             while start > 0:
                 prev = text.rfind("\n", 0, start - 1) + 1
-                if not attached.match(text, prev, start - 1):
+                k = prev
+                while k < start - 1 and (text[k] == " " or text[k] == "\t"):
+                    k += 1
+                if text[k] not in marks or not attached.match(text, prev, start - 1):
                     break
                 self.heading_ends.add(self._skip_ws(start))
                 start = prev
             found.append((start, len(m.group("indent").expandtabs(4))))
-        step = min((width for _, width in found if width), default=4)
+        widths = [width for _, width in found if width]
+        step = min(widths) if widths else 4
         out: list[tuple[int, int]] = []
         for start, width in found:
             if out and out[-1][0] == start:

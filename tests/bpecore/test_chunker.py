@@ -800,6 +800,26 @@ def test_language_keeps_definitions_whole_on_the_code_corpus(corpus, cl100k):
         assert whole["python"] == whole[None] == len(fits) > whole["text"], (max_tokens, whole)
 
 
+def test_attached_marks_are_the_patterns_first_characters():
+    """A line attached above a definition starts (after spaces and tabs) with one of the marks
+    the walk checks before the regex: every pattern that matches a line of indentation, a
+    character and two more characters starts it with a mark, and every mark starts a match."""
+    from bpecore.chunker import _ATTACHED, _ATTACHED_MARKS
+
+    assert set(_ATTACHED) == set(_ATTACHED_MARKS)
+    chars = [chr(c) for c in range(33, 127)] + ["\u00e9", "\u3000"]  # (spaces and tabs indent)
+    for language, pattern in _ATTACHED.items():
+        marks = _ATTACHED_MARKS[language]
+        for indent in ("", "  ", "\t"):
+            for c in chars:
+                for rest in ("[x", "/ ", "* ", "![", "xx"):
+                    line = indent + c + rest
+                    if pattern.match(line):
+                        assert c in marks, (language, line)
+            for c in marks:
+                assert any(pattern.match(indent + c + rest) for rest in ("[x", "/ ", "* ", "![")), c
+
+
 def test_bad_language(cl100k):
     with pytest.raises(ValueError, match="language"):
         chunk("x", cl100k, 8, language="cobol")
