@@ -30,6 +30,10 @@ Columns, per splitter and budget:
   MB/s     UTF-8 bytes chunked per second of process CPU time, chunking only (best of --runs;
            each run with splitters made anew and bpecore's piece cache emptied, so that no
            splitter's memo of counts carries one run's text into the next)
+After the table: which splitters are not exact (a chunk over the budget in the table, or on the
+first 300,000 characters of ../shared/corpora/adv_unicode, where a window of tokens decoded to
+text need not encode back within the budget), and bpecore's speed against the fastest exact peer
+per set and budget.
 """
 
 from __future__ import annotations
@@ -350,6 +354,8 @@ def main() -> None:
     print(
         f"|{'-' * 7}|{'-' * 8}|{'-' * 26}|{'-' * 8}|{'-' * 7}|{'-' * 7}|{'-' * 8}|{'-' * 6}|{'-' * 8}|"
     )
+    speed: dict[tuple[str, int, str], float] = {}
+    inexact: set[str] = set()
     for name in args.sets:
         docs, questions = prose_set() if name == "prose" else code_set(args.code_chars)
         mb = sum(len(t.encode("utf-8")) for t in docs.values()) / 1e6
@@ -364,17 +370,22 @@ def main() -> None:
             for label, split in contenders.items():
                 best, chunked = float("inf"), {}
                 for run in range(args.runs):
-                    if run:  # semchunk and chonkie memoize counts per splitter; bpecore per process
+                    if run:  # semchunk and chonkie memoize counts per splitter
                         split = splitters(tik, budget, name == "code")[label]
-                        size = piececache.get_cache_size()
-                        piececache.set_cache_size(0)
-                        piececache.set_cache_size(size)
+                    # bpecore's piece cache lives in the process: emptied so that every run
+                    # counts first-seen text, like the fresh splitters
+                    size = piececache.get_cache_size()
+                    piececache.set_cache_size(0)
+                    piececache.set_cache_size(size)
                     t0 = time.process_time()
                     chunked = {doc: split(text) for doc, text in docs.items()}
                     best = min(best, time.process_time() - t0)
                 counts = [len(tik.encode_ordinary(c[2])) for cs in chunked.values() for c in cs]
                 rows: list[dict] | None = [] if args.dump else None
                 recall, iou, cut = evaluate(docs, questions, chunked, args.k, rows)
+                speed[name, budget, label] = mb / best
+                if any(c > budget for c in counts):
+                    inexact.add(label)
                 if rows:
                     with args.dump.open("a") as f:
                         for r in rows:
@@ -388,6 +399,44 @@ def main() -> None:
                     f"| {mb / best:6.2f} |",
                     flush=True,
                 )
+    inexact |= probe_exactness(tik, args.budgets, args.splitters)
+    print(f"# over the budget somewhere (not exact): {', '.join(sorted(inexact)) or 'none'}")
+    for (name, budget, label), mbs in speed.items():
+        if label != "bpecore":
+            continue
+        exact = {
+            k[2]: v
+            for k, v in speed.items()
+            if k[:2] == (name, budget) and not k[2].startswith("bpecore") and k[2] not in inexact
+        }
+        if exact:
+            peer = max(exact, key=exact.__getitem__)
+            print(
+                f"# {name} {budget}: bpecore {mbs:.1f} MB/s, {mbs / exact[peer]:.1f}x the fastest "
+                f"exact peer ({peer}, {exact[peer]:.2f} MB/s)"
+            )
+
+
+PROBE_CHARS = 300_000
+
+
+def probe_exactness(tik, budgets: list[int], only: list[str] | None) -> set[str]:
+    """The splitters that return a chunk over the budget on the first PROBE_CHARS characters of
+    ../shared/corpora/adv_unicode (random code points, where a window of tokens decoded to text
+    need not encode back within the window: such splitters are not exact, even where the question
+    sets show nothing over)."""
+    text = gzip.decompress((SHARED / "corpora" / "adv_unicode.1mb.txt.gz").read_bytes()).decode()
+    text = text[:PROBE_CHARS]
+    found: set[str] = set()
+    for budget in budgets:
+        for label, split in splitters(tik, budget, False).items():
+            if only and label not in only:
+                continue
+            over = sum(len(tik.encode_ordinary(c[2])) > budget for c in split(text))
+            if over:
+                found.add(label)
+            print(f"# adv_unicode {budget}: {label} {over} chunks over", file=sys.stderr)
+    return found
 
 
 if __name__ == "__main__":
