@@ -83,7 +83,7 @@ cdef class _Chunker:
     )
     cpdef object _best_end(self, Py_ssize_t s, Py_ssize_t min_end)
 
-    @cython.locals(level=Py_ssize_t)
+    @cython.locals(level=Py_ssize_t, escapes=bint)
     cpdef object _levels(
         self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, Py_ssize_t top, Py_ssize_t bottom
     )
