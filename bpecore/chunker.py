@@ -881,9 +881,10 @@ class _Chunker:
         limit, n = self.max_tokens, self.n
         lo, stop = self._crossing(s, limit)
         first = lo + 2
-        if lo < n and first <= stop < n and not self.sections:
-            # The look-ahead only matters through the newline candidates it lets in, so check
-            # just the ends that would let one in (docs/perf/chunker.md).
+        if lo < n and first <= stop < n:
+            # The look-ahead only matters through the newline candidates it lets in (sections
+            # start at line starts: they are newline candidates too), so check just the ends
+            # that would let one in (docs/perf/chunker.md).
             e_lo = self._skip_ws(lo) if self.trim else lo
             nl = self.text.find("\n", e_lo, self._skip_ws(stop) if self.trim else stop)
             last = -1 if self.trim else self.text.rfind("\n", s, e_lo)
@@ -897,11 +898,15 @@ class _Chunker:
                 split = max(first, split)
                 e_max = self._look_ahead(s, limit, -1, split, stop) if split <= stop else -1
                 if e_max < 0:
-                    # Every end left (first <= e < split) gives the paragraph and line candidates
-                    # that e_lo gives, so those two levels decide the same way for all of them.
-                    best = self._newline_level(True, s, min_end, e_lo) or self._newline_level(
-                        False, s, min_end, e_lo
-                    )
+                    # Every end left (first <= e < split) gives the section, paragraph and line
+                    # candidates that e_lo gives, so those levels decide the same way for all.
+                    best = None
+                    if self.sections:
+                        best = self._section_levels(s, min_end, e_lo, _SECTION + 5)
+                    if best is None:
+                        best = self._newline_level(True, s, min_end, e_lo) or self._newline_level(
+                            False, s, min_end, e_lo
+                        )
                     if best is not None:
                         return best
                     e_max = self._look_ahead(s, limit, lo, first, split - 1)
