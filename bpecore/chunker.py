@@ -1212,7 +1212,7 @@ def chunk(
             ``benches/bench_chunk_quality.py`` (180 documented functions in 1 MB of CPython
             modules) ``"python"`` (or detection) leaves 0.43/0.22/0.11/0.06 of the functions
             cut by a chunk boundary at 128/256/512/1024 tokens, against 0.51/0.39/0.26/0.14 as
-            plain text; it chunks at 31-60 MB/s there (47-101 as plain text).
+            plain text; it chunks at 37-69 MB/s there (52-121 as plain text).
         balance: when a line (a paragraph without line breaks) needs ``m`` chunks, end them
             near ``1/m`` of it each instead of filling each chunk up and leaving a short last
             piece (the ends stay at the same level: sentence, punctuation or word); the short
@@ -1221,7 +1221,7 @@ def chunk(
             ``benches/bench_chunk_quality.py`` at 128/256/512/1024 tokens: recall 0.803/0.897/
             0.938/0.963 against 0.796/0.877/0.938/0.963 without it (the best other splitter:
             0.789/0.894/0.937/0.963), spans cut 0.019/0.005/0/0 against 0.019/0.006/0/0, at
-            0.68/0.78/0.88/0.97x the speed. Code is not changed by it.
+            0.6-1.0x the speed (less at small budgets). Code is not changed by it.
 
     Returns:
         ``Chunk(start, end, text, tokens)`` in text order, with ``text == source[start:end]``.
