@@ -36,8 +36,10 @@ look-ahead checks only the ends that would let a newline into the window; blank 
 with ``str.rfind`` over the newlines, and so are sentence ends in ASCII; whole-text scans for
 Markdown headings and definitions try their ``regex`` pattern only at the line starts a stdlib
 ``re`` scan finds (the ``regex`` module's ``^`` scan of every line cost 2-3x a ``count`` of the
-text). The module is compiled (setup.py, with the C types of ``chunker.pxd``: the state's
-fields, the per-chunk helpers' integers and calls); the same source runs uncompiled, and
+text). Whitespace runs, the next word's end, the word before a dot and the title checks are
+walked a character at a time, not matched (a C loop once compiled, where a regex call cost a
+matcher's set-up). The module is compiled (setup.py, with the C types of ``chunker.pxd``: the
+state's fields, the per-chunk helpers' integers and calls); the same source runs uncompiled, and
 tests/bpecore/test_chunker_compiled.py holds the two to the same chunks. The measurements:
 docs/perf/chunker.md.
 """
@@ -134,8 +136,9 @@ _FIRST_NO_CUT_BEFORE = "\u0300"
 _FIRST_NO_CUT_AFTER = "\u0600"
 _ASCII_CLOSE = frozenset("\"'()[]{}")  # the ASCII members of SB=Close (a test checks them)
 _ASCII_TERMINATORS = frozenset("!.?")  # ... and of SB=STerm and SB=ATerm
+# the ASCII members of \w, and the ASCII characters that end a clause (terminators, "," and ";")
+_ASCII_WORD = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz")
 _ASCII_CLAUSE_ENDS = frozenset("!.?,;")
-_ASCII_WORD = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz")  # \w
 _LOWER = regex.compile(r"\p{Ll}")
 # A title line (``_title_ends``) is at most this long and does not end like a sentence or a
 # clause; the line under it is body text when it is longer or ends like one.
@@ -775,8 +778,8 @@ class _Chunker:
         text = self.text
         if b >= self.n:
             return False
-        j = self._ws_start(max(0, j - _WS_LOOKAHEAD), j)  # (the line level meets a blank
-        # line at its second newline)
+        # (the line level meets a blank line at its second newline)
+        j = self._ws_start(max(0, j - _WS_LOOKAHEAD), j)
         a = text.rfind("\n", 0, j) + 1
         if j - a > 2 * _TITLE_CHARS:
             return False
