@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -124,10 +125,26 @@ def test_mypy_resolves_the_installed_packages(tmp_path):
 
 
 @pytest.mark.slow
-def test_wheel_holds_exactly_the_two_packages(tmp_path):
-    """A real wheel build (minutes: the Cython core compiles): its top-level entries."""
+def test_wheel_from_the_sdist_holds_exactly_the_two_packages(tmp_path):
+    """A real sdist, then a wheel built from it as pip builds one from PyPI (minutes: the Cython
+    core compiles): the sdist carries the Cython sources and no generated C++, the wheel its
+    top-level entries, every extension (the chunker's too) and no C++ either."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(ROOT), "-w", str(tmp_path)],
+        [sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "sdist")],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=1800,
+    )
+    (sdist,) = (tmp_path / "sdist").glob("bpecore-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
+    pyx = {f"bpecore/{p.name}" for p in (ROOT / "bpecore").glob("*.pyx")}
+    assert pyx and pyx <= members, pyx - members
+    assert {"bpecore/chunker.py", "bpecore/chunker.pxd", "setup.py"} <= members
+    assert not [m for m in members if m.endswith((".cpp", ".so"))]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(sdist), "-w", str(tmp_path)],
         check=True,
         timeout=1800,
     )
@@ -143,6 +160,9 @@ def test_wheel_holds_exactly_the_two_packages(tmp_path):
         "bpecore/vocab.pyi",
         "bpecore/integrations/langchain.py",
         "bpecore_service/routes/__init__.py",
+        "bpecore_service/static/playground.html",
     ):
         assert required in names, required
-    assert any(n.startswith("bpecore/backtrack.") and n.endswith(".so") for n in names)
+    for module in [p.stem for p in (ROOT / "bpecore").glob("*.pyx")] + ["chunker"]:
+        assert any(n.startswith(f"bpecore/{module}.") and n.endswith(".so") for n in names), module
+    assert not [n for n in names if n.endswith(".cpp")]
