@@ -8,6 +8,9 @@ cimport cython
 @cython.locals(c=Py_UCS4)
 cpdef bint _title(str line) except? -1
 
+@cython.locals(words=tuple, firsts=str, out=list, n=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
+cpdef list _definition_line_starts(str text, str language)
+
 @cython.locals(k=Py_ssize_t, c=Py_UCS4)
 cpdef bint _ends_clause(str line) except? -1
 

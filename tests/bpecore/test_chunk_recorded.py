@@ -143,6 +143,25 @@ def test_definition_matches(language: str) -> None:
         assert [m.span() for m in _definition_matches(language, text)] == want
 
 
+@pytest.mark.parametrize("language", sorted(_DEFINITIONS))
+def test_definition_line_starts(language: str) -> None:
+    """The newline walk finds the line starts that the ``re`` scan it stands for finds."""
+    texts = [_MIXED, _MIXED.replace("\n", "\r\n"), "\n\t def\n\nclass", "def\n", "\n"]
+    for name in ("code", "english"):
+        texts.extend(_texts(name))
+    rng = random.Random(language)
+    for _ in range(300):
+        texts.append(
+            "".join(
+                rng.choice(["\n", " ", "\t", "def", "class", "fn", "x", "async "])
+                for _ in range(rng.randrange(30))
+            )
+        )
+    for text in texts:
+        want = [m.start() + 1 for m in chunker._DEFINITION_LINES[language].finditer(text)]
+        assert chunker._definition_line_starts(text, language) == want, (language, text[:80])
+
+
 def test_sentence_spans() -> None:
     ascii_ = [chr(c) for c in range(128)]
     assert {c for c in ascii_ if regex.match(r"\p{SB=Close}", c)} == set(chunker._ASCII_CLOSE)
