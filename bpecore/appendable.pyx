@@ -16,11 +16,10 @@ worst case (prepending to one long piece a character at a time) quadratic in tha
 Memory: the text plus 8 bytes per byte (suffix count at each boundary).
 """
 
-import codecs
 
 cimport cython
 
-from bpecore._text import utf8
+from bpecore._text import PushedText, complete_utf8
 
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH
@@ -41,38 +40,6 @@ from bpecore.pretokenize cimport next_piece_end
 from bpecore.vocab cimport VocabView
 
 
-cdef class _Utf8Input:
-    """Turns str or bytes pushes into complete UTF-8, holding back a character cut in two."""
-
-    cdef object decoder
-
-    def __init__(self):
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
-
-    def complete(self, data):
-        """UTF-8 bytes of the complete characters ``data`` finishes; ValueError on invalid UTF-8.
-
-        On error nothing is consumed: the counter is left as it was.
-        """
-        if isinstance(data, str):
-            if self.decoder.getstate()[0]:
-                raise ValueError("a str push follows bytes that stop inside a UTF-8 character")
-            return utf8(data)
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"push takes str or bytes, not {type(data).__name__}")
-        state = self.decoder.getstate()
-        try:
-            text = self.decoder.decode(bytes(data), False)
-        except UnicodeDecodeError as e:
-            self.decoder.setstate(state)
-            raise ValueError(f"invalid UTF-8 in pushed bytes: {e.reason} at byte {e.start}") from None
-        return text.encode("utf-8")
-
-    @property
-    def pending(self):
-        return self.decoder.getstate()[0]
-
-
 cdef class AppendableCounter:
     """Exact running token count of text pushed at the end.
 
@@ -83,7 +50,7 @@ cdef class AppendableCounter:
     """
 
     cdef Appender app
-    cdef _Utf8Input input
+    cdef object input   #: PushedText: the rules of pushed text
     cdef bint held      #: bytes of an unfinished character are waiting
     cdef PyObject* ints[16]       #: recently returned ints, by count % 16 (owned references or NULL)
     cdef Py_ssize_t int_vals[16]  #: their values (-1: empty)
@@ -92,7 +59,7 @@ cdef class AppendableCounter:
     def __init__(self, BacktrackEncoder encoder, SuffixTrie trie):
         self.app = Appender(encoder, trie)
         self.encoder = encoder
-        self.input = _Utf8Input()
+        self.input = PushedText()
         for i in range(16):
             self.int_vals[i] = -1
 
@@ -115,14 +82,14 @@ cdef class AppendableCounter:
                 try:
                     p = PyUnicode_AsUTF8AndSize(data, &n)
                 except UnicodeEncodeError:
-                    return self.app.push_utf8(self.input.complete(data))
+                    return self.app.push_utf8(self.input.utf8(data))
             if n > 4096:
                 with nogil:
                     self.app.c_push(<const uint8_t*>p, n)
             elif n:
                 self.app.c_push(<const uint8_t*>p, n)
             return self._result(self.app.c_count())
-        count = self.app.push_utf8(self.input.complete(data))
+        count = self.app.push_utf8(self.input.utf8(data))
         self.held = bool(self.input.pending)
         return count
 
@@ -329,16 +296,7 @@ cdef class PrependableCounter:
 
     def push(self, data):
         """Put ``data`` (str or complete UTF-8 bytes) in front of the text; return the new count."""
-        if isinstance(data, str):
-            raw = utf8(data)
-        elif not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"push takes str or bytes, not {type(data).__name__}")
-        else:
-            raw = bytes(data)
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(f"pushed bytes are not complete UTF-8: {e.reason} at byte {e.start}") from None
+        raw = complete_utf8(data)
         cdef const uint8_t* p = raw
         cdef Py_ssize_t m = len(raw)
         if self.encoder.kind == PAT_REGEX:

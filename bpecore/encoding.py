@@ -14,7 +14,9 @@ from typing import Literal
 
 from bpecore import appender as _appender
 from bpecore import prefix as _prefix
+from bpecore._text import PushedText
 from bpecore._text import clean as _clean
+from bpecore._text import valid as _valid
 from bpecore.appendable import AppendableCounter, PrependableCounter
 from bpecore.backtrack import BacktrackEncoder
 from bpecore.batch import count_long as _count_long
@@ -41,77 +43,17 @@ class UnknownTokenError(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
-def _valid(text: str) -> str:
-    """``text``, with lone surrogates replaced (same length, so offsets stay true)."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return _clean(text)
-
-
-class _Utf8Text:
-    """Pushed str or bytes as text, on the contract of the compiled counters' input
-    (appendable.pyx ``_Utf8Input``): a character cut in two is held back until its last byte, a
-    lone surrogate in a str is U+FFFD, and invalid UTF-8, a str after bytes that stop inside a
-    character or a push of anything else raise and leave the input as it was."""
-
-    __slots__ = ("_decoder",)
-
-    def __init__(self) -> None:
-        import codecs
-
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
-
-    def complete(self, data: str | bytes) -> str:
-        """The complete characters ``data`` finishes (with the bytes held back before it)."""
-        if isinstance(data, str):
-            if self._decoder.getstate()[0]:
-                raise ValueError("a str push follows bytes that stop inside a UTF-8 character")
-            return _valid(data)
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"push takes str or bytes, not {type(data).__name__}")
-        state = self._decoder.getstate()
-        try:
-            return self._decoder.decode(bytes(data), False)
-        except UnicodeDecodeError as e:
-            self._decoder.setstate(state)
-            raise ValueError(
-                f"invalid UTF-8 in pushed bytes: {e.reason} at byte {e.start}"
-            ) from None
-
-    @property
-    def pending(self) -> bytes:
-        """The bytes of a character not complete yet."""
-        return self._decoder.getstate()[0]
-
-
-def _complete_text(data: str | bytes) -> str:
-    """Text pushed in front, as the compiled ``PrependableCounter`` takes it: a str (a lone
-    surrogate is U+FFFD) or complete UTF-8 (ValueError otherwise; TypeError for anything else)."""
-    if isinstance(data, str):
-        return _valid(data)
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"push takes str or bytes, not {type(data).__name__}")
-    try:
-        return bytes(data).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(
-            f"pushed bytes are not complete UTF-8: {e.reason} at byte {e.start}"
-        ) from None
-
-
 class _RecountingCounter:
     """Appending counter for custom patterns (no scanner): recounts the whole text per push."""
 
     def __init__(self, enc: Encoding) -> None:
         self._enc = enc
-        self._input = _Utf8Text()
+        self._input = PushedText()
         self.text = ""
         self.count = 0
 
     def push(self, data: str | bytes) -> int:
-        self.text += self._input.complete(data)
+        self.text += self._input.text(data)
         self.count = self._enc.count(self.text)
         return self.count
 

@@ -91,17 +91,11 @@ from typing import Any
 
 import regex
 
+from bpecore._text import PushedText, complete_text
 from bpecore.backtrack import BacktrackEncoder
 from bpecore.batch import count_long as _count_long
 from bpecore.batch import encode_long as _encode_long
-from bpecore.encoding import (
-    Encoding,
-    _complete_text,
-    _rebuild_counter,
-    _RecountingCounter,
-    _Utf8Text,
-    _valid,
-)
+from bpecore.encoding import Encoding, _rebuild_counter, _RecountingCounter, _valid
 from bpecore.load import VocabError, bytes_to_unicode, read_file
 from bpecore.patterns import BYTELEVEL_PATTERN
 from bpecore.prefix import KIND_REGEX as _PAT_REGEX
@@ -2833,7 +2827,7 @@ class HFEncoding(Encoding):
         pipeline, the text cut at them as it grows (``_CutAppender``); the pipeline's count of
         the text per push once the text is not left alone (quadratic from there: the counter
         stays in that mode, ``recounting``). Pushes are taken as the compiled counter takes
-        them (``_Utf8Text``): bytes may stop inside a character, a str may not follow them."""
+        them (``PushedText``): bytes may stop inside a character, a str may not follow them."""
         return self._streaming(False)
 
     def prependable_counter(self):
@@ -2932,13 +2926,13 @@ class _GuardedCounter:
         self._prepend = prepend
         self._slow = None
         self._edge = ""  # the first (prepending) or last ``context`` characters of the text
-        self._input = None if prepend else _Utf8Text()  # what the compiled counter took, as text
+        self._input = None if prepend else PushedText()  # what the compiled counter took, as text
 
     def push(self, data: str | bytes) -> int:
         if self._slow is not None:
             return self._slow.push(data)
         count = self._fast.push(data)  # refuses what the compiled counter refuses
-        new = _complete_text(data) if self._prepend else self._input.complete(data)
+        new = complete_text(data) if self._prepend else self._input.text(data)
         window = new + self._edge if self._prepend else self._edge + new
         if self._clean(window):
             if self._context:
@@ -2999,7 +2993,7 @@ def _fixed_size(node) -> int:
 
 class _Stream:
     """What the pipelines' streaming counters below share: the pushed text, kept as parts, and
-    the pushes taken as the compiled counters take them (appending: ``_Utf8Text``, a character
+    the pushes taken as the compiled counters take them (appending: ``PushedText``, a character
     may be cut across pushes but a str may not follow its first bytes; prepending: each push a
     str or complete UTF-8; a lone surrogate is U+FFFD). ``_slow``, once set, is the recounting
     counter that holds the text from then on."""
@@ -3010,11 +3004,11 @@ class _Stream:
 
     def _start(self) -> None:
         self._parts: list[str] = []  # prepending: the last pushed first in the text
-        self._input = None if self._prepend else _Utf8Text()
+        self._input = None if self._prepend else PushedText()
         self.count = 0
 
     def _decode(self, data: str | bytes) -> str:
-        return _complete_text(data) if self._prepend else self._input.complete(data)
+        return complete_text(data) if self._prepend else self._input.text(data)
 
     def extend(self, pieces: Iterable[str | bytes]) -> int:
         for piece in pieces:
@@ -3437,7 +3431,7 @@ class _PrependCounter:
         self.count = 0
 
     def push(self, data: str | bytes) -> int:
-        self.text = _complete_text(data) + self.text
+        self.text = complete_text(data) + self.text
         self.count = self._enc.count(self.text)
         return self.count
 
