@@ -121,7 +121,19 @@ def dask_client():
 
 def test_dask_count_reduce_train(dask_client, shards, expected, tmp_path):
     client = dask_client
-    futures = client.map(count_pieces, shards, special_tokens=[EOT], superbpe=True)
+    # The shards go to the two workers in turn: left to the scheduler, a loaded machine can run
+    # them all on the worker that started first.
+    addresses = sorted(client.scheduler_info()["workers"])
+    futures = [
+        client.submit(
+            count_pieces,
+            shard,
+            special_tokens=[EOT],
+            superbpe=True,
+            workers=[addresses[i % len(addresses)]],
+        )
+        for i, shard in enumerate(shards)
+    ]
     total = client.submit(sum, futures).result()
     workers = {w for ws in client.who_has(futures).values() for w in ws}
     assert len(workers) == 2, "both worker processes counted"
