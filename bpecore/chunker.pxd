@@ -15,6 +15,33 @@ cpdef list _definition_line_starts(str text, str language)
 cpdef bint _ends_clause(str line) except? -1
 
 
+cdef class _Newlines:
+    cdef str text
+    cdef Py_ssize_t s
+    cdef Py_ssize_t limit
+    cdef bint paragraph
+    cdef public Py_ssize_t j
+
+    @cython.locals(text=str, s=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t)
+    cpdef Py_ssize_t next(self) except? -2
+
+
+cdef class _AsciiSentences:
+    cdef str text
+    cdef Py_ssize_t s
+    cdef Py_ssize_t endpos
+    cdef Py_ssize_t hi
+    cdef Py_ssize_t dot
+    cdef Py_ssize_t bang
+    cdef Py_ssize_t ask
+    cdef public Py_ssize_t end
+
+    @cython.locals(
+        text=str, s=Py_ssize_t, endpos=Py_ssize_t, hi=Py_ssize_t, p=Py_ssize_t, end=Py_ssize_t
+    )
+    cpdef Py_ssize_t next(self) except? -2
+
+
 cdef class _Chunker:
     cdef public object enc
     cdef public str text
@@ -64,9 +91,15 @@ cdef class _Chunker:
 
     @cython.locals(
         text=str, n=Py_ssize_t, trim=bint, limit=Py_ssize_t, failed=Py_ssize_t, i=Py_ssize_t,
-        j=Py_ssize_t, b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t,
+        j=Py_ssize_t, b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t, walk=_Newlines,
     )
     cpdef object _newline_level(self, bint paragraph, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e)
+
+    @cython.locals(
+        text=str, endpos=Py_ssize_t, limit=Py_ssize_t, failed=Py_ssize_t, start=Py_ssize_t,
+        b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t, walk=_AsciiSentences,
+    )
+    cpdef object _sentence_level(self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, bint lower)
 
     @cython.locals(text=str, a=Py_ssize_t, nl=Py_ssize_t, nxt=Py_ssize_t, line=str, body=str)
     cpdef bint _title_ends(self, Py_ssize_t j, Py_ssize_t b, Py_ssize_t depth=*) except? -1

@@ -458,6 +458,83 @@ class _CountSearches:
         return -1
 
 
+class _Newlines:
+    """The matches of a reverse search of ``\\n`` (``paragraph=False``) or of
+    ``\\n(whitespace but newline)*\\n`` (``paragraph=True``) in ``text[s:e]``, right to left,
+    with the newlines found by ``str.rfind``: each ``next()`` gives a match's last newline ``i``
+    (-1 when none is left) and sets ``j`` to its first (``j == i`` for lines).
+
+    An object with a method, not a generator: the chunker takes the first candidate that fits
+    and drops the rest, and closing a compiled generator unfinished costs more than its walk.
+    """
+
+    def __init__(self, text: str, s: int, e: int, paragraph: bool) -> None:
+        self.text = text
+        self.s = s
+        self.limit = e  # the next match ends before this
+        self.paragraph = paragraph
+        self.j = -1
+
+    def next(self) -> int:
+        text, s = self.text, self.s
+        i = text.rfind("\n", s, self.limit)
+        while i >= 0:
+            j = text.rfind("\n", s, i) if self.paragraph else i
+            if j < 0:
+                break
+            if j == i or j + 1 == i or (text[i - 1].isspace() and text[j + 1 : i].isspace()):
+                self.j = self.limit = j
+                return i
+            i = j  # no match ends at i; the next one to try ends at j
+        self.limit = s
+        return -1
+
+
+class _AsciiSentences:
+    """The matches of the reverse ``_SENTENCE_RE`` search of an ASCII ``text[s:endpos]``, right
+    to left, without the regex: each ``next()`` gives a match's start (-1 when none is left) and
+    sets ``end`` to its end.
+
+    In ASCII a match is a run of ``.``, ``!``, ``?`` (SB=ATerm, STerm), the quotes and brackets
+    after it (SB=Close), then whitespace: each run of terminators is found with ``str.rfind``
+    and taken if whitespace follows its closers before ``endpos`` (a test checks the two agree
+    on random text). The last of each terminator before ``hi`` is searched again only once
+    ``hi`` has passed it. The regex checks SB properties at every position it passes.
+    """
+
+    def __init__(self, text: str, s: int, endpos: int) -> None:
+        self.text = text
+        self.s = s
+        self.endpos = endpos
+        self.hi = self.dot = self.bang = self.ask = endpos  # (searched at the first next())
+        self.end = -1
+
+    def next(self) -> int:
+        text, s, endpos, find = self.text, self.s, self.endpos, self.text.rfind
+        while True:
+            hi = self.hi
+            if self.dot >= hi:
+                self.dot = find(".", s, hi)
+            if self.bang >= hi:
+                self.bang = find("!", s, hi)
+            if self.ask >= hi:
+                self.ask = find("?", s, hi)
+            p = max(self.dot, self.bang, self.ask)
+            if p < 0:
+                self.hi = s
+                return -1
+            end = p + 1
+            while end < endpos and text[end] in "\"'()[]{}":  # _ASCII_CLOSE
+                end += 1
+            hi = p
+            while hi > s and text[hi - 1] in "!.?":  # _ASCII_TERMINATORS
+                hi -= 1
+            self.hi = hi
+            if end < endpos and text[end].isspace():
+                self.end = end
+                return hi
+
+
 # ---------------------------------------------------------------------------- the chunker
 class _Chunker:
     """State for chunking one text: the interval counter and a chars-per-token estimate."""
@@ -711,40 +788,54 @@ class _Chunker:
 
     def _sentence_spans(self, s: int, endpos: int) -> Iterator[tuple[int, int]]:
         """``(start, end)`` of the matches of the reverse ``_SENTENCE_RE`` search of
-        ``text[s:endpos]``, in its order; without the regex when that text is ASCII.
-
-        In ASCII a match is a run of ``.``, ``!``, ``?`` (SB=ATerm, STerm), the quotes and brackets
-        after it (SB=Close), then whitespace: each run of terminators is found with ``str.rfind``
-        and taken if whitespace follows its closers before ``endpos`` (a test checks the two agree
-        on random text). The regex checks SB properties at every position it passes.
-        """
+        ``text[s:endpos]``, in its order; without the regex when that text is ASCII
+        (``_AsciiSentences``)."""
         text = self.text
         if not (self.ascii or text[s:endpos].isascii()):
             for m in _SENTENCE_RE.finditer(text, s, endpos):
                 yield m.start(), m.end()
             return
-        find = text.rfind
-        hi = endpos
-        # the last of each terminator before hi, searched again only once hi has passed it
-        dot, bang, ask = find(".", s, hi), find("!", s, hi), find("?", s, hi)
+        walk = _AsciiSentences(text, s, endpos)
+        start = walk.next()
+        while start >= 0:
+            yield start, walk.end
+            start = walk.next()
+
+    def _sentence_level(
+        self, s: int, min_end: int, e: int, lower: bool
+    ) -> tuple[int, int, int] | None:
+        """``_first_fit`` over ``_candidates`` of the sentence level (``lower``: of the sentence
+        end before a lower-case letter), without a generator when the window is ASCII."""
+        text = self.text
+        endpos = min(self.n, e + 1)  # the pattern looks at the whitespace after a terminator
+        if not (self.ascii or text[s:endpos].isascii()):
+            level = _LOWER_SENTENCE if lower else _SENTENCE
+            return self._first_fit(s, min_end, self._candidates(level, s, e), _MAX_FAILED_PER_LEVEL)
+        limit, count, heading_ends = self.max_tokens, self.counter.count, self.heading_ends
+        failed = 0
+        walk = _AsciiSentences(text, s, endpos)
         while True:
-            p = max(dot, bang, ask)
-            if p < 0:
-                return
-            end = p + 1
-            while end < endpos and text[end] in _ASCII_CLOSE:
-                end += 1
-            hi = p
-            while hi > s and text[hi - 1] in _ASCII_TERMINATORS:
-                hi -= 1
-            if end < endpos and text[end].isspace():
-                yield hi, end
-            if dot >= hi:
-                dot = find(".", s, hi)
-            if bang >= hi:
-                bang = find("!", s, hi)
-            if ask >= hi:
-                ask = find("?", s, hi)
+            start = walk.next()
+            if start < 0:
+                return None
+            # _candidates' checks (the match ends after s: it starts at s or later), then
+            # _first_fit's
+            b = self._skip_ws(walk.end, e)
+            if b > e or self._cuts_cluster(b):
+                continue
+            if not self._sentence_ends(start, walk.end, b, lower):
+                continue
+            if heading_ends and b in heading_ends:
+                continue
+            end = self._rstrip(s, b)
+            if end <= min_end:
+                return None
+            tokens = count(s, end)
+            if tokens <= limit:
+                return b, end, tokens
+            failed += 1
+            if failed >= _MAX_FAILED_PER_LEVEL:
+                return None
 
     def _newline_level(
         self, paragraph: bool, s: int, min_end: int, e: int
@@ -758,10 +849,14 @@ class _Chunker:
         text, n, trim = self.text, self.n, self.trim
         limit, count, heading_ends = self.max_tokens, self.counter.count, self.heading_ends
         failed = 0
-        for j, i in self._blank_lines(s, e) if paragraph else self._newlines(s, e):
+        walk = _Newlines(text, s, e, paragraph)
+        while True:
+            i = walk.next()
+            if i < 0:
+                return None
             # text[j:i + 1] is whitespace, starting and ending with a newline
-            b = i + 1
-            b = self._skip_ws(b, e)
+            j = walk.j
+            b = self._skip_ws(i + 1, e)
             if b < n and (
                 text[b] >= _FIRST_NO_CUT_BEFORE
                 or text[b - 1] >= _FIRST_NO_CUT_AFTER
@@ -769,7 +864,7 @@ class _Chunker:
             ):
                 if self._cuts_cluster(b):
                     continue
-            if b in heading_ends or (self.titles and self._title_ends(j, b)):
+            if (heading_ends and b in heading_ends) or (self.titles and self._title_ends(j, b)):
                 continue
             # text[j:b] is whitespace: the trimmed end is j unless whitespace comes before it.
             if not trim:
@@ -786,7 +881,6 @@ class _Chunker:
             failed += 1
             if failed >= _MAX_FAILED_PER_LEVEL:
                 return None
-        return None
 
     def _title_ends(self, j: int, b: int, depth: int = 0) -> bool:
         """Whether the line ending at the newline ``j`` is a title of the text from ``b`` (the
@@ -847,30 +941,6 @@ class _Chunker:
                 if b not in self.heading_ends:
                     yield b
             i = find(mark, s, i)
-
-    def _newlines(self, s: int, e: int) -> Iterator[tuple[int, int]]:
-        """``(i, i)`` for each newline ``i`` in ``text[s:e]``, right to left."""
-        find = self.text.rfind
-        i = find("\n", s, e)
-        while i >= 0:
-            yield i, i
-            i = find("\n", s, i)
-
-    def _blank_lines(self, s: int, e: int) -> Iterator[tuple[int, int]]:
-        """``(j, i)`` for the matches ``text[j:i + 1]`` of ``\\n(whitespace but newline)*\\n`` that a
-        reverse search in ``text[s:e]`` finds: the one ending last, then the last one ending at or
-        before its start, and so on."""
-        text, find = self.text, self.text.rfind
-        i = find("\n", s, e)
-        while i >= 0:
-            j = find("\n", s, i)
-            if j < 0:
-                return
-            if j + 1 == i or (text[i - 1].isspace() and text[j + 1 : i].isspace()):
-                yield j, i
-                i = find("\n", s, j)
-            else:
-                i = j  # no match ends after i; the next one to try ends after j
 
     def _sentence_ends(self, start: int, end: int, b: int, lower: bool) -> bool:
         """Whether the terminator matched at ``text[start:end]`` ends a sentence at ``b``: not after
@@ -974,6 +1044,11 @@ class _Chunker:
                     return best
                 continue
             if (level == _ESCAPED_PARAGRAPH or level == _ESCAPED_LINE) and not escapes:
+                continue
+            if level == _SENTENCE or level == _LOWER_SENTENCE:
+                best = self._sentence_level(s, min_end, e, level == _LOWER_SENTENCE)
+                if best is not None:
+                    return best
                 continue
             cap = None if level == _CHAR else _MAX_FAILED_PER_LEVEL
             best = self._first_fit(s, min_end, self._candidates(level, s, e), cap)

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import bpecore
-from bpecore.chunker import Chunk, chunk, chunk_batch
+from bpecore.chunker import Chunk, _Chunker, chunk, chunk_batch
 
 from ..conftest import ADVERSARIAL_CHARS, CORPORA
 
@@ -510,9 +510,29 @@ NEWLINE_TEXTS = st.lists(
 ).map("".join)
 
 
+def reference_candidates(state, level: int, s: int, e: int):
+    """A level's boundaries in ``(s, e]``, right to left, as their definitions read: the reverse
+    regex matches for paragraphs and lines (a cut kept out of a grapheme cluster and from under
+    a heading or title), ``_candidates`` for the others."""
+    from bpecore.chunker import _LINE, _PARAGRAPH
+
+    if level not in (_PARAGRAPH, _LINE):
+        yield from state._candidates(level, s, e)
+        return
+    for m in (_PARAGRAPH_RE if level == _PARAGRAPH else _LINE_RE).finditer(state.text, s, e):
+        b = state._skip_ws(m.end(), e)
+        if state._cuts_cluster(b) or b in state.heading_ends:
+            continue
+        if state.titles and state._title_ends(m.start(), b):
+            continue
+        yield b
+
+
 def reference_best_end(state, s: int, min_end: int):
-    """``_best_end`` as its definition reads: the exact farthest end, then every level from the top."""
-    from bpecore.chunker import _CHAR, _PARAGRAPH, _SECTION
+    """``_best_end`` as its definition reads: the exact farthest end, then every level from the
+    top, the first candidate whose chunk fits (``_first_fit`` over ``reference_candidates``,
+    where the chunker walks the newlines and ASCII sentence ends in place)."""
+    from bpecore.chunker import _CHAR, _MAX_FAILED_PER_LEVEL, _PARAGRAPH, _SECTION
 
     e_max = state._farthest_end(s, state.max_tokens)
     if e_max == state.n:
@@ -520,19 +540,33 @@ def reference_best_end(state, s: int, min_end: int):
         if end > min_end and state.counter.count(s, end) <= state.max_tokens:
             return state.n, end, state.counter.count(s, end)
     e = state._skip_ws(e_max) if state.trim else e_max
-    return state._levels(s, min_end, e, _SECTION + 5 if state.sections else _PARAGRAPH, _CHAR)
+    for level in range(_SECTION + 5 if state.sections else _PARAGRAPH, _CHAR - 1, -1):
+        cap = None if level == _CHAR else _MAX_FAILED_PER_LEVEL
+        best = state._first_fit(s, min_end, reference_candidates(state, level, s, e), cap)
+        if best is not None:
+            return best
+    return None
+
+
+def newline_walk(text: str, s: int, e: int, paragraph: bool) -> list[tuple[int, int]]:
+    from bpecore.chunker import _Newlines
+
+    walk, out = _Newlines(text, s, e, paragraph), []
+    i = walk.next()
+    while i >= 0:
+        out.append((walk.j, i))
+        i = walk.next()
+    assert walk.next() == -1  # (and stays done)
+    return out
 
 
 def check_newline_candidates(text: str) -> None:
-    from bpecore.chunker import _Chunker
-
-    state = _Chunker(bpecore.get_encoding("cl100k_base"), text, 8, 0, True, False)
     for s in range(len(text) + 1):
         for e in range(s, len(text) + 1):
             want = [(m.start(), m.end() - 1) for m in _PARAGRAPH_RE.finditer(text, s, e)]
-            assert list(state._blank_lines(s, e)) == want, (text, s, e)
+            assert newline_walk(text, s, e, True) == want, (text, s, e)
             want = [(m.start(), m.start()) for m in _LINE_RE.finditer(text, s, e)]
-            assert list(state._newlines(s, e)) == want, (text, s, e)
+            assert newline_walk(text, s, e, False) == want, (text, s, e)
 
 
 @given(text=NEWLINE_TEXTS)
@@ -677,6 +711,70 @@ def test_hyp_best_end_equals_its_definition(cl100k, text, max_tokens, trim, mark
                 s,
                 min_end,
             )
+
+
+SENTENCE_TEXTS = st.lists(
+    st.sampled_from(
+        [
+            "word",
+            "Word",
+            " ",
+            "  ",
+            ". ",
+            "! ",
+            "?",
+            ".",
+            '." ',
+            ") ",
+            "\n",
+            "\n\n",
+            "Dr. ",
+            "e.g. ",
+            "\n2. ",
+            "A. ",
+            "\r\n",
+            "\t",
+            "Title\n",
+            "x" * 30,
+            "\u00e9t\u00e9. ",
+        ]
+    ),
+    max_size=80,
+).map("".join)
+
+
+def check_levels(state, s: int, e: int) -> None:
+    """Each level alone, from ``s`` to ``e``: the chunker's walks against the definitions."""
+    from bpecore.chunker import _MAX_FAILED_PER_LEVEL, _PARAGRAPH, _WORD
+
+    for level in range(_PARAGRAPH, _WORD - 1, -1):
+        for min_end in (s, (s + e) // 2):
+            want = state._first_fit(
+                s, min_end, reference_candidates(state, level, s, e), _MAX_FAILED_PER_LEVEL
+            )
+            assert state._levels(s, min_end, e, level, level) == want, (level, s, min_end, e)
+
+
+@given(text=SENTENCE_TEXTS, max_tokens=st.sampled_from([2, 8, 32]), trim=st.booleans())
+def test_hyp_levels_equal_their_definitions(cl100k, text, max_tokens, trim):
+    from bpecore.chunker import _Chunker
+
+    state = _Chunker(cl100k, text, max_tokens, 0, trim, False, "text")
+    step = max(1, len(text) // 12)
+    for s in range(0, len(text), step):
+        for e in range(s + 1, len(text) + 1, step):
+            check_levels(state, s, e)
+
+
+def test_levels_equal_their_definitions_on_corpora(corpus, cl100k):
+    rng = random.Random(29)
+    for name in CORPORA:
+        text = corpus(name)[:300_000]
+        for max_tokens in (16, 128):
+            state = _Chunker(cl100k, text, max_tokens, 0, True, False)
+            for _ in range(150):
+                s = rng.randrange(len(text) - 4000)
+                check_levels(state, s, s + rng.randrange(1, 4000))
 
 
 @pytest.mark.parametrize("max_tokens", [16, 128, 512])
