@@ -26,10 +26,15 @@ cdef class _Newlines:
     cpdef Py_ssize_t next(self) except? -2
 
 
-cdef class _AsciiSentences:
+cpdef bint _other_terminator(str c) except? -1
+cpdef bint _other_closer(str c) except? -1
+
+
+cdef class _Sentences:
     cdef str text
     cdef Py_ssize_t s
     cdef Py_ssize_t endpos
+    cdef bint ascii
     cdef Py_ssize_t hi
     cdef Py_ssize_t dot
     cdef Py_ssize_t bang
@@ -37,7 +42,8 @@ cdef class _AsciiSentences:
     cdef public Py_ssize_t end
 
     @cython.locals(
-        text=str, s=Py_ssize_t, endpos=Py_ssize_t, hi=Py_ssize_t, p=Py_ssize_t, end=Py_ssize_t
+        text=str, s=Py_ssize_t, endpos=Py_ssize_t, hi=Py_ssize_t, p=Py_ssize_t, end=Py_ssize_t,
+        k=Py_ssize_t, q=Py_ssize_t, c=Py_UCS4,
     )
     cpdef Py_ssize_t next(self) except? -2
 
@@ -96,8 +102,8 @@ cdef class _Chunker:
     cpdef object _newline_level(self, bint paragraph, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e)
 
     @cython.locals(
-        text=str, endpos=Py_ssize_t, limit=Py_ssize_t, failed=Py_ssize_t, start=Py_ssize_t,
-        b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t, walk=_AsciiSentences,
+        limit=Py_ssize_t, failed=Py_ssize_t, start=Py_ssize_t,
+        b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t, walk=_Sentences,
     )
     cpdef object _sentence_level(self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, bint lower)
 

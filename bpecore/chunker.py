@@ -490,22 +490,49 @@ class _Newlines:
         return -1
 
 
-class _AsciiSentences:
-    """The matches of the reverse ``_SENTENCE_RE`` search of an ASCII ``text[s:endpos]``, right
-    to left, without the regex: each ``next()`` gives a match's start (-1 when none is left) and
-    sets ``end`` to its end.
+# The second alternative of _SENTENCE_RE: terminators that need no whitespace after them.
+_CJK_TERMINATORS = "\u3002\uff01\uff1f\uff61\ufe52\ufe56\ufe57"
+# No character outside ASCII below U+0589 is SB=STerm or SB=ATerm (a test checks it).
+_FIRST_OTHER_TERMINATOR = "\u0589"
+_TERMINATOR_CHAR = regex.compile(r"[\p{SB=STerm}\p{SB=ATerm}]")
+_OTHER_TERMINATORS: dict[str, bool] = {}  # memo of _TERMINATOR_CHAR, and of _CLOSE_CHAR below
+_OTHER_CLOSERS: dict[str, bool] = {}
 
-    In ASCII a match is a run of ``.``, ``!``, ``?`` (SB=ATerm, STerm), the quotes and brackets
-    after it (SB=Close), then whitespace: each run of terminators is found with ``str.rfind``
-    and taken if whitespace follows its closers before ``endpos`` (a test checks the two agree
-    on random text). The last of each terminator before ``hi`` is searched again only once
-    ``hi`` has passed it. The regex checks SB properties at every position it passes.
+
+def _other_terminator(c: str) -> bool:
+    """Whether ``c`` (outside ASCII) is SB=STerm or SB=ATerm."""
+    t = _OTHER_TERMINATORS.get(c)
+    if t is None:
+        t = _OTHER_TERMINATORS[c] = _TERMINATOR_CHAR.match(c) is not None
+    return t
+
+
+def _other_closer(c: str) -> bool:
+    """Whether ``c`` (outside ASCII) is SB=Close."""
+    t = _OTHER_CLOSERS.get(c)
+    if t is None:
+        t = _OTHER_CLOSERS[c] = _CLOSE_CHAR.match(c) is not None
+    return t
+
+
+class _Sentences:
+    """The matches of the reverse ``_SENTENCE_RE`` search of ``text[s:endpos]``, right to left,
+    without the regex: each ``next()`` gives a match's start (-1 when none is left) and sets
+    ``end`` to its end.
+
+    A match is a run of terminators (SB=STerm, ATerm), the closing quotes and brackets after it
+    (SB=Close), then whitespace; or, without the whitespace, a run of the CJK terminators and
+    its closers. The last ``.``, ``!`` and ``?`` are found with ``str.rfind`` (searched again
+    only once the walk has passed them); unless ``ascii``, the characters after them are walked
+    for the other terminators. A test holds the walk to the regex on random text: the regex
+    checks SB properties at every position it passes, at about four times the cost.
     """
 
-    def __init__(self, text: str, s: int, endpos: int) -> None:
+    def __init__(self, text: str, s: int, endpos: int, ascii: bool) -> None:
         self.text = text
         self.s = s
         self.endpos = endpos
+        self.ascii = ascii  # text[s:endpos] is ASCII
         self.hi = self.dot = self.bang = self.ask = endpos  # (searched at the first next())
         self.end = -1
 
@@ -520,19 +547,46 @@ class _AsciiSentences:
             if self.ask >= hi:
                 self.ask = find("?", s, hi)
             p = max(self.dot, self.bang, self.ask)
+            if not self.ascii:
+                k = hi - 1
+                while k >= s and k > p:
+                    c = text[k]
+                    if c >= "\u0589" and _other_terminator(c):  # _FIRST_OTHER_TERMINATOR
+                        p = k
+                        break
+                    k -= 1
             if p < 0:
                 self.hi = s
                 return -1
-            end = p + 1
-            while end < endpos and text[end] in "\"'()[]{}":  # _ASCII_CLOSE
+            end = p + 1  # past the closers
+            while end < endpos:
+                c = text[end]
+                if not (c in "\"'()[]{}" or (c >= "\x80" and _other_closer(c))):
+                    break
                 end += 1
-            hi = p
-            while hi > s and text[hi - 1] in "!.?":  # _ASCII_TERMINATORS
+            hi = p  # the run's start
+            while hi > s:
+                c = text[hi - 1]
+                if not (c in "!.?" or (c >= "\u0589" and _other_terminator(c))):
+                    break
                 hi -= 1
             self.hi = hi
             if end < endpos and text[end].isspace():
                 self.end = end
                 return hi
+            if not self.ascii:
+                # No whitespace follows: the CJK terminators (_CJK_TERMINATORS) still end a
+                # sentence, at the run's end (with its closers) or inside it.
+                q = p
+                while q >= hi and text[q] not in "\u3002\uff01\uff1f\uff61\ufe52\ufe56\ufe57":
+                    q -= 1
+                if q >= hi:
+                    k = q
+                    while k > hi and text[k - 1] in "\u3002\uff01\uff1f\uff61\ufe52\ufe56\ufe57":
+                        k -= 1
+                    self.hi = k
+                    self.end = end if q == p else q + 1
+                    return k
 
 
 # ---------------------------------------------------------------------------- the chunker
@@ -788,14 +842,8 @@ class _Chunker:
 
     def _sentence_spans(self, s: int, endpos: int) -> Iterator[tuple[int, int]]:
         """``(start, end)`` of the matches of the reverse ``_SENTENCE_RE`` search of
-        ``text[s:endpos]``, in its order; without the regex when that text is ASCII
-        (``_AsciiSentences``)."""
-        text = self.text
-        if not (self.ascii or text[s:endpos].isascii()):
-            for m in _SENTENCE_RE.finditer(text, s, endpos):
-                yield m.start(), m.end()
-            return
-        walk = _AsciiSentences(text, s, endpos)
+        ``text[s:endpos]``, in its order (``_Sentences``)."""
+        walk = _Sentences(self.text, s, endpos, self.ascii)
         start = walk.next()
         while start >= 0:
             yield start, walk.end
@@ -805,15 +853,11 @@ class _Chunker:
         self, s: int, min_end: int, e: int, lower: bool
     ) -> tuple[int, int, int] | None:
         """``_first_fit`` over ``_candidates`` of the sentence level (``lower``: of the sentence
-        end before a lower-case letter), without a generator when the window is ASCII."""
-        text = self.text
-        endpos = min(self.n, e + 1)  # the pattern looks at the whitespace after a terminator
-        if not (self.ascii or text[s:endpos].isascii()):
-            level = _LOWER_SENTENCE if lower else _SENTENCE
-            return self._first_fit(s, min_end, self._candidates(level, s, e), _MAX_FAILED_PER_LEVEL)
+        end before a lower-case letter), without a generator."""
         limit, count, heading_ends = self.max_tokens, self.counter.count, self.heading_ends
         failed = 0
-        walk = _AsciiSentences(text, s, endpos)
+        # (the pattern looks at the whitespace after a terminator)
+        walk = _Sentences(self.text, s, min(self.n, e + 1), self.ascii)
         while True:
             start = walk.next()
             if start < 0:

@@ -169,14 +169,35 @@ def test_sentence_spans() -> None:
     assert terminators == set(chunker._ASCII_TERMINATORS)
     rng = random.Random(22)
     enc = bpecore.get_encoding("cl100k_base")
-    for alphabet in ("ab .!?\"')]}([{ \n\t\x1c", 'a.!? )"', "ab .!?) \u3002\u00e9"):
-        for _ in range(2000):
+    for alphabet in (
+        "ab .!?\"')]}([{ \n\t\x1c",
+        'a.!? )"',
+        "ab .!?) \u3002\u00e9",
+        # closers, terminators and whitespace outside ASCII; CJK terminators need no whitespace
+        "a .!\u201d\u2019\u00bb)\u3002\uff01\uff1f\ufe52\u061f\u0589\u0964\u3000\u00a0\u2028\u00e9",
+        "a.\u3002\uff61\u300d\u201d ",
+    ):
+        for _ in range(4000):
             text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 40)))
             ch = chunker._Chunker(enc, text, 8, 0, True, False, "text")
             s = rng.randrange(len(text))
             endpos = rng.randrange(s, len(text) + 1)
             want = [m.span() for m in chunker._SENTENCE_RE.finditer(text, s, endpos)]
             assert list(ch._sentence_spans(s, endpos)) == want, (text, s, endpos)
+
+
+def test_sentence_walk_character_classes() -> None:
+    """The walk's shortcuts: no terminator outside ASCII below U+0589, whitespace as str.isspace
+    sees it, and the memoized class checks equal to the regexes."""
+    stops = regex.compile(r"[\p{SB=STerm}\p{SB=ATerm}]")
+    space = regex.compile(chunker._S)
+    for c in map(chr, range(0x80, 0x3000)):
+        assert not (c < chunker._FIRST_OTHER_TERMINATOR and stops.match(c)), hex(ord(c))
+        assert chunker._other_terminator(c) == (stops.match(c) is not None), hex(ord(c))
+        assert chunker._other_closer(c) == (chunker._CLOSE_CHAR.match(c) is not None), hex(ord(c))
+    for c in map(chr, range(0x110000)):
+        assert c.isspace() == (space.match(c) is not None), hex(ord(c))
+    assert all(stops.match(c) for c in chunker._CJK_TERMINATORS)
 
 
 def test_markdown_matches() -> None:
