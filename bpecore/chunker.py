@@ -537,15 +537,15 @@ class _Sentences:
         self.end = -1
 
     def next(self) -> int:
-        text, s, endpos, find = self.text, self.s, self.endpos, self.text.rfind
+        text, s, endpos = self.text, self.s, self.endpos
         while True:
             hi = self.hi
             if self.dot >= hi:
-                self.dot = find(".", s, hi)
+                self.dot = text.rfind(".", s, hi)
             if self.bang >= hi:
-                self.bang = find("!", s, hi)
+                self.bang = text.rfind("!", s, hi)
             if self.ask >= hi:
-                self.ask = find("?", s, hi)
+                self.ask = text.rfind("?", s, hi)
             p = max(self.dot, self.bang, self.ask)
             if not self.ascii:
                 k = hi - 1

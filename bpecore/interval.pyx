@@ -1014,10 +1014,35 @@ cdef class IntervalCounter:
             first = start
         e = stop if stop < self.nchars else self.nchars
         while e >= first:
-            if self._count_chars(start, e) <= tokens:
+            if not self._exceeds(start, e, tokens) and self._count_chars(start, e) <= tokens:
                 return e
             e -= 1
         return -1
+
+    cdef bint _exceeds(self, Py_ssize_t start, Py_ssize_t end, Py_ssize_t tokens) noexcept:
+        """Whether ``count(start, end) > tokens`` follows from the pieces alone (False: ask).
+
+        With the head of ``start`` cached, ``c_count`` is the head's tokens, the whole-text pieces
+        up to the last stable one J (``_last_stable``), then the pieces re-cut from J's end to
+        ``end``: at least one token when J ends before ``end``. When that lower bound passes
+        ``tokens`` the re-cut (a backtracking encode of the last piece) is not needed. The
+        look-ahead past a crossing asks about the next word's ends, whose bound already passes
+        (the whole word before them is stable there).
+        """
+        cdef Py_ssize_t a, b, j
+        cdef const _Piece* p = self.pieces
+        if self.kind == PAT_REGEX or self.kind == PAT_NONE or self.head.start < 0:
+            return False
+        a = self._byte(start)
+        if self.head.start != a:
+            return False
+        b = self._byte(end)
+        if b - a > GIL_BYTES or self.head.horizon > b:
+            return False
+        j = self._last_stable(b)
+        if self.head.m > j:
+            return False
+        return self.head.count + (p[j].cum - p[self.head.m].cum) + (p[j].end < b) > tokens
 
     def count_many(self, ranges):
         """``[count(i, j) for i, j in ranges]``, with the GIL released while counting.

@@ -272,6 +272,29 @@ def test_searches_equal_their_loops_on_corpora(name, corpus_name, corpus):
         check_searches(enc, ic, text, s, tokens, step)
 
 
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_pattern"])
+@pytest.mark.parametrize("corpus_name", ["english", "multilingual", "code", "adv_whitespace"])
+def test_last_end_within_on_windows_around_crossings(name, corpus_name, corpus):
+    """last_end_within skips the ends whose count the stable pieces already put over ``tokens``
+    (IntervalCounter._exceeds): every answer equal to asking each end, from a start whose head
+    is cached (the crossing asked it first) and from one whose head is not."""
+    enc = encoding(name)
+    text = corpus(corpus_name)[:30_000]
+    ic = enc.interval_counter(text, piece_tables=False)
+    slow = _SliceCounts(enc, text)
+    rng = random.Random(corpus_name + name + "within")
+    n = len(text)
+    for k in range(160):
+        # the last 40 draws end at the text's end, where the last piece is stable up to its end
+        s = rng.randrange(n - 1) if k < 120 else rng.randrange(n - 200, n - 1)
+        tokens = rng.choice([1, 3, 16, 64])
+        lo = ic.crossing(s, tokens, 64) if rng.random() < 0.8 else min(n, s + 20)
+        first = max(s, lo + rng.randrange(-3, 3))
+        stop = min(n, first + rng.randrange(0, 40)) if k < 120 else n
+        want = next((e for e in range(stop, first - 1, -1) if slow.count(s, e) <= tokens), -1)
+        assert ic.last_end_within(s, tokens, first, stop) == want, (s, tokens, first, stop)
+
+
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "cl100k_nopattern", "toy"])
 @given(text=texts, data=st.data())
 def test_hyp_searches_equal_their_loops(name, text, data):
