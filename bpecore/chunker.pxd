@@ -4,6 +4,8 @@
 # Locals not listed stay Python objects; generators stay def methods. docs/perf/chunker.md.
 cimport cython
 
+from bpecore.interval cimport IntervalCounter
+
 
 @cython.locals(c=Py_UCS4)
 cpdef bint _title(str line) except? -1
@@ -13,6 +15,27 @@ cpdef list _definition_line_starts(str text, str language)
 
 @cython.locals(k=Py_ssize_t, c=Py_UCS4)
 cpdef bint _ends_clause(str line) except? -1
+
+
+cdef class _CountSearches(IntervalCounter):
+    cdef object _counter
+    cdef Py_ssize_t _n
+
+    cpdef Py_ssize_t count(self, Py_ssize_t start, Py_ssize_t end) except -1
+
+    @cython.locals(n=Py_ssize_t, lo=Py_ssize_t, c_lo=Py_ssize_t, hi=Py_ssize_t, c_hi=Py_ssize_t,
+                   guess=Py_ssize_t, c=Py_ssize_t, halve=bint)
+    cpdef Py_ssize_t crossing(self, Py_ssize_t s, Py_ssize_t tokens, Py_ssize_t step) except -1
+
+    @cython.locals(near=Py_ssize_t, c_near=Py_ssize_t, far=Py_ssize_t, c_far=Py_ssize_t,
+                   guess=Py_ssize_t, c=Py_ssize_t, halve=bint)
+    cpdef Py_ssize_t crossing_before(
+        self, Py_ssize_t e, Py_ssize_t lo, Py_ssize_t tokens, Py_ssize_t step
+    ) except -1
+
+    cpdef Py_ssize_t last_end_within(
+        self, Py_ssize_t s, Py_ssize_t tokens, Py_ssize_t first, Py_ssize_t stop
+    ) except -2
 
 
 cdef class _Newlines:
@@ -56,7 +79,7 @@ cdef class _Chunker:
     cdef public Py_ssize_t overlap
     cdef public bint trim
     cdef public bint balance
-    cdef public object counter
+    cdef public IntervalCounter counter
     cdef public double chars_per_token
     cdef public bint ascii
     cdef public set heading_ends

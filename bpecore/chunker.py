@@ -55,6 +55,8 @@ from typing import TYPE_CHECKING
 
 import regex
 
+from bpecore.interval import IntervalCounter
+
 if TYPE_CHECKING:
     from bpecore.encoding import Encoding
 
@@ -389,17 +391,24 @@ def _resolve(encoding: str | Encoding) -> Encoding:
     return encoding
 
 
-class _CountSearches:
+class _CountSearches(IntervalCounter):
     """``IntervalCounter``'s searches (``crossing``, ``crossing_before``, ``last_end_within``) for
     a counter that has only ``count(i, j)`` (the slice counters of pipeline encodings): the same
-    probes, asked from Python."""
+    probes, asked from Python. A subclass, so that the chunker holds one type of counter and
+    calls it from C (no pass of its own: every method is overridden)."""
 
     def __init__(self, counter) -> None:
-        self.count = counter.count
-        self.n = len(counter)
+        self._counter = counter
+        self._n = len(counter)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def count(self, start: int, end: int) -> int:
+        return self._counter.count(start, end)
 
     def crossing(self, s: int, tokens: int, step: int) -> int:
-        count, n = self.count, self.n
+        count, n = self._counter.count, self._n
         lo, c_lo = s, 0
         while True:
             hi = min(n, lo + step)
@@ -425,7 +434,7 @@ class _CountSearches:
         return lo
 
     def crossing_before(self, e: int, lo: int, tokens: int, step: int) -> int:
-        count = self.count
+        count = self._counter.count
         near, c_near = e, 0
         while True:
             far = max(lo, near - step)
@@ -451,8 +460,8 @@ class _CountSearches:
         return near
 
     def last_end_within(self, s: int, tokens: int, first: int, stop: int) -> int:
-        count = self.count
-        for e in range(min(stop, self.n), max(first, s) - 1, -1):
+        count = self._counter.count
+        for e in range(min(stop, self._n), max(first, s) - 1, -1):
             if count(s, e) <= tokens:
                 return e
         return -1
@@ -612,9 +621,12 @@ class _Chunker:
         self.trim = trim
         self.balance = balance
         # about one query per 30 tokens: the per-piece tables would cost more than they save
-        self.counter = enc.interval_counter(text, piece_tables=False)
-        if not hasattr(self.counter, "crossing"):
-            self.counter = _CountSearches(self.counter)
+        counter = enc.interval_counter(text, piece_tables=False)
+        if not isinstance(counter, IntervalCounter):
+            # a pipeline encoding's: its plain encoding's compiled counter, or one that counts
+            compiled = getattr(counter, "compiled", None)
+            counter = compiled if isinstance(compiled, IntervalCounter) else _CountSearches(counter)
+        self.counter = counter
         self.chars_per_token = 4.0
         self.ascii = text.isascii()
         self.heading_ends: set[int] = set()  # where a heading's body starts: no cut there
@@ -668,7 +680,7 @@ class _Chunker:
 
     def _nearest_start(self, e: int, lo: int, tokens: int) -> int:
         """The smallest ``s >= lo`` with ``count(text[s:e]) <= tokens`` (the mirror image)."""
-        count = self.counter.count
+        counter = self.counter
         step = max(16, int(tokens * self.chars_per_token * 1.25))
         near = self.counter.crossing_before(e, lo, tokens, step)
         if near == lo:
@@ -678,7 +690,7 @@ class _Chunker:
         if near > 0 and self.text[near - 1].isspace():
             stop = min(stop, self._ws_start(max(lo, near - _WS_LOOKAHEAD), near) - 1)
         for s in range(near - 2, max(lo, stop) - 1, -1):
-            if count(s, e) <= tokens:
+            if counter.count(s, e) <= tokens:
                 best = s
         return best
 
@@ -854,7 +866,7 @@ class _Chunker:
     ) -> tuple[int, int, int] | None:
         """``_first_fit`` over ``_candidates`` of the sentence level (``lower``: of the sentence
         end before a lower-case letter), without a generator."""
-        limit, count, heading_ends = self.max_tokens, self.counter.count, self.heading_ends
+        limit, counter, heading_ends = self.max_tokens, self.counter, self.heading_ends
         failed = 0
         # (the pattern looks at the whitespace after a terminator)
         walk = _Sentences(self.text, s, min(self.n, e + 1), self.ascii)
@@ -874,7 +886,7 @@ class _Chunker:
             end = self._rstrip(s, b)
             if end <= min_end:
                 return None
-            tokens = count(s, end)
+            tokens = counter.count(s, end)
             if tokens <= limit:
                 return b, end, tokens
             failed += 1
@@ -891,7 +903,7 @@ class _Chunker:
         found by ``str.rfind``.
         """
         text, n, trim = self.text, self.n, self.trim
-        limit, count, heading_ends = self.max_tokens, self.counter.count, self.heading_ends
+        limit, counter, heading_ends = self.max_tokens, self.counter, self.heading_ends
         failed = 0
         walk = _Newlines(text, s, e, paragraph)
         while True:
@@ -919,7 +931,7 @@ class _Chunker:
                 end = self._rstrip(s, b)
             if end <= min_end:
                 return None
-            tokens = count(s, end)
+            tokens = counter.count(s, end)
             if tokens <= limit:
                 return b, end, tokens
             failed += 1
@@ -1106,13 +1118,13 @@ class _Chunker:
         """The first candidate ``b`` (right to left) whose chunk ``(s, rstrip(b))`` fits:
         ``(b, end, tokens)``; None at one that ends at or before ``min_end`` or after ``cap``
         candidates that did not fit."""
-        limit, count = self.max_tokens, self.counter.count
+        limit, counter = self.max_tokens, self.counter
         failed = 0
         for b in candidates:
             end = self._rstrip(s, b)
             if end <= min_end:
                 return None
-            tokens = count(s, end)
+            tokens = counter.count(s, end)
             if tokens <= limit:
                 return b, end, tokens
             failed += 1
@@ -1190,7 +1202,7 @@ class _Chunker:
         after the line) counts as part of the rest (``_with_tail``), so balancing adds no chunk.
         """
         b, end, tokens = best
-        text, n, limit, count = self.text, self.n, self.max_tokens, self.counter.count
+        text, n, limit, counter = self.text, self.n, self.max_tokens, self.counter
         gap = _WS_TAIL.match(text, s, b) if text[b - 1].isspace() else None
         if b >= n or (gap and "\n" in gap.group()) or text.endswith("\\n", s, end):
             return best  # the end of a line or paragraph, or an escaped one: nothing to share
@@ -1209,7 +1221,7 @@ class _Chunker:
         esc = text.find("\\n", b, u)
         if esc >= 0:
             u = esc + 2
-        total = count(s, self._rstrip(s, u))
+        total = counter.count(s, self._rstrip(s, u))
         m = -(-total // limit)
         if m < 2:
             return best
@@ -1233,7 +1245,7 @@ class _Chunker:
         if after is not None:
             end_after = self._rstrip(s, after)
             if end_after > min_end:
-                t = count(s, end_after)
+                t = counter.count(s, end_after)
                 if least <= t <= limit:
                     options.append((after, end_after, t))
         return min(options, key=lambda o: (abs(o[2] - want), -o[2]))
@@ -1247,7 +1259,7 @@ class _Chunker:
         that piece larger, and what followed it moves to a chunk of its own (one chunk more).
         Sharing the line and that tail between the ``m`` chunks keeps their number.
         """
-        limit, count = self.max_tokens, self.counter.count
+        limit, counter = self.max_tokens, self.counter
         u_end = self._rstrip(s, u)
         # Where the last piece starts if each chunk holds what this one does (an estimate).
         last = min(limit, max(total - (m - 1) * limit, total - (m - 1) * tokens))
@@ -1259,7 +1271,7 @@ class _Chunker:
         tail = self._best_end(x, x) if x < u_end else None
         if tail is None or tail[1] <= u_end:
             return total
-        with_tail = count(s, tail[1])
+        with_tail = counter.count(s, tail[1])
         return with_tail if -(-with_tail // limit) == m else total
 
     def _overlap_start(self, prev_start: int, end: int) -> int | None:
@@ -1268,7 +1280,7 @@ class _Chunker:
         Falls back to a grapheme or character position when no word starts there; ``None`` when
         not even the last character fits in ``overlap`` tokens.
         """
-        text, count, limit = self.text, self.counter.count, self.overlap
+        text, counter, limit = self.text, self.counter, self.overlap
         k = max(self._nearest_start(end, prev_start, limit), prev_start + 1)
         if k >= end:
             return None
@@ -1282,13 +1294,13 @@ class _Chunker:
             if len(starts) >= _MAX_FAILED_PER_LEVEL:
                 break
         for start in starts:
-            if count(start, end) <= limit:
+            if counter.count(start, end) <= limit:
                 return start
         if self.trim:
             k = self._skip_ws(k)
         while k < end and self._cuts_cluster(k):
             k += 1
-        while k < end and count(k, end) > limit:
+        while k < end and counter.count(k, end) > limit:
             k += 1
         return k if k < end else None
 

@@ -2862,6 +2862,11 @@ class _OwnedCounter:
     def __len__(self) -> int:
         return len(self._counter)
 
+    @property
+    def compiled(self):
+        """The compiled counter itself (the chunker calls it from C)."""
+        return self._counter
+
     def __reduce__(self):
         return (_rebuild_counter, (self._enc, self._kind, self._state))
 

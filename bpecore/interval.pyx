@@ -87,23 +87,6 @@ cdef struct _Seen:
     Py_ssize_t count      #: its token count
 
 
-cdef struct _Piece:
-    int64_t cum           #: tokens of the pieces up to and including this one
-    Py_ssize_t end        #: where this piece ends
-    Py_ssize_t reach      #: max horizon of the pieces up to and including this one
-
-
-cdef struct _Head:
-    # The cut of text[a:] from a slice start a up to the first boundary of the whole text. Any
-    # slice [a, b) with b >= horizon cuts the same head pieces (the scanner never read past b).
-    bint eager            #: build an entry on every miss (single count()); else only for a start asked twice in a row
-    Py_ssize_t asked      #: start of the previous query (-1: none)
-    Py_ssize_t start      #: slice start a of the entry (-1: no entry)
-    Py_ssize_t m          #: piece index at the boundary reached: piece_at[boundary]
-    Py_ssize_t count      #: tokens of the head pieces [a, boundary)
-    Py_ssize_t horizon    #: max piece_horizon of the head pieces
-
-
 cdef enum:
     SEEN_MIN = 4          #: shorter pieces are one table lookup anyway
     SEEN_SLOTS_MAX = (1 << 20) - 1  #: slot mask cap of the repeated-piece table
@@ -280,24 +263,6 @@ cdef class IntervalCounter:
     ``count_many`` and long slices release the GIL and use their own. Keeps ``text`` alive: ``s``
     points into its UTF-8 form.
     """
-
-    cdef BacktrackEncoder encoder
-    cdef readonly str text
-    cdef const uint8_t* s
-    cdef Py_ssize_t n
-    cdef Py_ssize_t nchars
-    cdef int kind
-    cdef vector[int32_t] piece_at
-    cdef vector[uint32_t] first_at   #: without piece tables: first piece ending at or after 16k
-    cdef _Piece* pieces       #: pieces[0..npieces - 1], room for pcap (malloc'd: filled by pointer)
-    cdef Py_ssize_t npieces
-    cdef Py_ssize_t pcap
-    cdef vector[uint32_t] char_byte
-    cdef vector[uint32_t] block_char   #: with char_byte: the character at byte 64k (``_char``)
-    cdef vector[uint32_t] scratch
-    cdef vector[uint64_t] bits
-    cdef _Head head
-    cdef bint tables    #: inner prefix/suffix counts are computed in the pass
 
     def __init__(self, BacktrackEncoder encoder, str text, bint piece_tables=True):
         free(self.pieces)   # (__init__ called again on a counter)
@@ -744,7 +709,7 @@ cdef class IntervalCounter:
             pos = e
         return total
 
-    def count(self, Py_ssize_t start, Py_ssize_t end):
+    cpdef Py_ssize_t count(self, Py_ssize_t start, Py_ssize_t end) except -1:
         """Token count of ``text[start:end]``, exactly ``encoding.count(text[start:end])``.
 
         >>> import bpecore
@@ -855,7 +820,7 @@ cdef class IntervalCounter:
         mid = self._char(p[lo].end) if p[lo].end < b else end
         return mid, (self._char(p[lo - 1].end) if lo > 0 else 0)
 
-    def crossing(self, Py_ssize_t start, Py_ssize_t tokens, Py_ssize_t step):
+    cpdef Py_ssize_t crossing(self, Py_ssize_t start, Py_ssize_t tokens, Py_ssize_t step) except -1:
         """An end ``lo`` with ``count(start, lo) <= tokens < count(start, lo + 1)``, or ``len(self)``
         when the whole rest fits. The first probes are the ends of the piece where the pass's
         running count from ``start`` passes ``tokens``, when it lies within ``2 * step``; else (or
@@ -927,7 +892,7 @@ cdef class IntervalCounter:
             halve = not halve
         return lo
 
-    def crossing_before(self, Py_ssize_t end, Py_ssize_t lo, Py_ssize_t tokens, Py_ssize_t step):
+    cpdef Py_ssize_t crossing_before(self, Py_ssize_t end, Py_ssize_t lo, Py_ssize_t tokens, Py_ssize_t step) except -1:
         """The mirror of ``crossing``: a start ``near >= lo`` with ``count(near, end) <= tokens <
         count(near - 1, end)``, or ``lo`` when ``count(lo, end) <= tokens``: the ends of the piece
         where the pass's running count back from ``end`` passes ``tokens`` first (within
@@ -998,7 +963,7 @@ cdef class IntervalCounter:
             halve = not halve
         return near
 
-    def last_end_within(self, Py_ssize_t start, Py_ssize_t tokens, Py_ssize_t first, Py_ssize_t stop):
+    cpdef Py_ssize_t last_end_within(self, Py_ssize_t start, Py_ssize_t tokens, Py_ssize_t first, Py_ssize_t stop) except -2:
         """The largest ``e`` in ``[first, stop]`` with ``count(start, e) <= tokens`` (asked from
         ``stop`` down), or -1 when there is none; ends past the text are not asked.
 

@@ -211,6 +211,20 @@ def test_paths(encodings):
     assert isinstance(deepseek.interval_counter("x<|im_start|>"), _OwnedCounter)
     assert isinstance(deepseek.interval_counter("x hello"), _SliceCounter)
     assert encodings["dropping"][0]._token_span() is None  # Replace may delete: no window
+    # The chunker calls the compiled counter from C; a slice counter gets its searches from
+    # Python (_CountSearches), with the same chunks as splitting prefix by prefix.
+    from bpecore.chunker import _Chunker, _CountSearches
+    from bpecore.interval import IntervalCounter
+
+    counter = _Chunker(qwen, "plain text, é and 日本", 4, 0, True, False).counter
+    assert type(counter) is IntervalCounter
+    counter = _Chunker(qwen, "a hello e\u0301 and more", 4, 0, True, False).counter
+    assert type(counter) is _CountSearches
+    count = encodings["qwen-nfc"][1]
+    for text in ("plain text, é and 日本 in a few words", "a hello e\u0301 and more words here"):
+        chunks = bpecore.chunk(text, qwen, 4)
+        assert all(count(c.text) <= 4 for c in chunks), text
+        assert [c.end for c in chunks][-1] == len(text.rstrip())
 
 
 @pytest.mark.parametrize("kind", KINDS)
