@@ -93,7 +93,7 @@ cdef class _Chunker:
     cpdef Py_ssize_t _farthest_end(self, Py_ssize_t s, Py_ssize_t tokens) except? -1
 
     @cython.locals(n=Py_ssize_t, lo=Py_ssize_t, stop=Py_ssize_t)
-    cpdef tuple _crossing(self, Py_ssize_t s, Py_ssize_t tokens)
+    cpdef (Py_ssize_t, Py_ssize_t) _crossing(self, Py_ssize_t s, Py_ssize_t tokens)
 
     @cython.locals(e=Py_ssize_t)
     cpdef Py_ssize_t _look_ahead(
@@ -136,7 +136,7 @@ cdef class _Chunker:
     @cython.locals(text=str, p=Py_ssize_t, prev=str)
     cpdef bint _opens(self, Py_ssize_t a, Py_ssize_t titles) except? -1
 
-    @cython.locals(text=str, word=str, c=Py_UCS4, lo=Py_ssize_t, k=Py_ssize_t)
+    @cython.locals(text=str, c=Py_UCS4, lo=Py_ssize_t, k=Py_ssize_t)
     cpdef bint _sentence_ends(
         self, Py_ssize_t start, Py_ssize_t end, Py_ssize_t b, bint lower
     ) except? -1

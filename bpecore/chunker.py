@@ -138,8 +138,7 @@ _FIRST_NO_CUT_BEFORE = "\u0300"
 _FIRST_NO_CUT_AFTER = "\u0600"
 _ASCII_CLOSE = frozenset("\"'()[]{}")  # the ASCII members of SB=Close (a test checks them)
 _ASCII_TERMINATORS = frozenset("!.?")  # ... and of SB=STerm and SB=ATerm
-# the ASCII members of \w, and the ASCII characters that end a clause (terminators, "," and ";")
-_ASCII_WORD = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz")
+# the ASCII characters that end a clause (terminators, "," and ";")
 _ASCII_CLAUSE_ENDS = frozenset("!.?,;")
 _LOWER = regex.compile(r"\p{Ll}")
 # A title line (``_title_ends``) is at most this long and does not end like a sentence or a
@@ -197,6 +196,7 @@ _ABBREVIATIONS = frozenset(
     "fig figs eq eqs vol vols pp ch sec no nos art op ed eds "
     "jan feb mar apr jun jul aug sep sept oct nov dec".split()
 )
+_ABBREVIATION_CHARS = max(map(len, _ABBREVIATIONS))
 # ATX heading ("## Title"), setext heading ("Title\n====="), or a code fence (headings inside
 # fences are not headings).
 _MARKDOWN_RE = regex.compile(
@@ -1011,19 +1011,24 @@ class _Chunker:
             # character before them leaves it to the regex.
             lo = max(0, start - 24)
             k = start
-            while k > lo and text[k - 1] in _ASCII_WORD:
+            while k > lo:
+                c = text[k - 1]
+                if not ("a" <= c <= "z" or "A" <= c <= "Z" or "0" <= c <= "9" or c == "_"):
+                    break  # (not ASCII \w)
                 k -= 1
-            word = None
             if k > lo and text[k - 1] >= "\x80":
                 w = _WORD_BEFORE_DOT.search(text, lo, start + 1)
-                if w is not None:
-                    word = w.group(1)
-            elif k < start:
-                word = text[k:start]
-            if word is not None:
-                if (len(word) == 1 and word.isalpha()) or word.lower() in _ABBREVIATIONS:
+                k = start if w is None else w.start(1)
+            # text[k:start] is the word before the dot (none when k == start)
+            if k < start:
+                if start - k == 1:
+                    if text[k].isalpha():
+                        return False  # an initial
+                elif start - k <= _ABBREVIATION_CHARS and text[k:start].lower() in _ABBREVIATIONS:
                     return False
-                if word[-1].isdigit() and _LIST_NUMBER.search(text, max(0, start - 8), start + 1):
+                if text[start - 1].isdigit() and _LIST_NUMBER.search(
+                    text, max(0, start - 8), start + 1
+                ):
                     return False
         return True
 

@@ -876,6 +876,11 @@ cdef class IntervalCounter:
             lo = hi
             c_lo = c_hi
             step *= 2
+        if hi - lo > 1 and self._exceeds(start, lo + 1, tokens):
+            # The stable pieces put every end after lo over tokens (the bound only grows with the
+            # end): lo is the crossing the steps below would reach. The common case, a crossing
+            # at the start of a one-token word.
+            return lo
         # all terms positive (c_lo <= tokens < c_hi): C's division is Python's floor division here
         guess = lo + (hi - lo) * (2 * tokens + 1 - 2 * c_lo) // (2 * (c_hi - c_lo))
         while hi - lo > 1:
