@@ -38,6 +38,17 @@ cdef class _CountSearches(IntervalCounter):
     ) except -2
 
 
+cdef class _NextChar:
+    cdef str text
+    cdef str char
+    cdef Py_ssize_t n
+    cdef Py_ssize_t lo
+    cdef Py_ssize_t at
+
+    @cython.locals(at=Py_ssize_t)
+    cpdef Py_ssize_t after(self, Py_ssize_t i) except? -1
+
+
 cdef class _Newlines:
     cdef str text
     cdef Py_ssize_t s
@@ -85,6 +96,10 @@ cdef class _Chunker:
     cdef public set heading_ends
     cdef public bint titles
     cdef public list sections
+    cdef _NextChar newline
+    cdef _NextChar bang
+    cdef _NextChar ask
+    cdef _NextChar backslash
 
     @cython.locals(text=str, start=Py_ssize_t, prev=Py_ssize_t, k=Py_ssize_t, step=Py_ssize_t)
     cpdef list _code_sections(self, str language)

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING
 
 import regex
 
+from bpecore._slots import Maker4
 from bpecore.interval import IntervalCounter
 
 if TYPE_CHECKING:
@@ -76,17 +77,9 @@ class Chunk:
     tokens: int
 
 
-def _new_chunk(
-    start: int, end: int, text: str, tokens: int, _new=object.__new__, _set=object.__setattr__
-) -> Chunk:
-    """``Chunk(start, end, text, tokens)`` in about half the time (the frozen dataclass's
-    ``__init__`` sets each field through ``object.__setattr__`` from Python)."""
-    c = _new(Chunk)
-    _set(c, "start", start)
-    _set(c, "end", end)
-    _set(c, "text", text)
-    _set(c, "tokens", tokens)
-    return c
+# Chunk(start, end, text, tokens) without the frozen dataclass's __init__, which sets each field
+# through object.__setattr__ from Python (bpecore/_slots.pyx; tests compare the two).
+_new_chunk = Maker4(Chunk, ("start", "end", "text", "tokens"))
 
 
 # ---------------------------------------------------------------------------- boundary levels
@@ -467,6 +460,27 @@ class _CountSearches(IntervalCounter):
         return -1
 
 
+class _NextChar:
+    """The first ``char`` at or after a position, remembered: the chunker's windows move forward,
+    so a character that a window lacks (a newline in a long paragraph, ``!``, a backslash) is
+    looked for past it once, not once per window and level."""
+
+    def __init__(self, text: str, char: str) -> None:
+        self.text = text
+        self.char = char
+        self.n = len(text)
+        self.lo = 0  # the first char at or after lo is at ``at`` (nothing known while lo > at)
+        self.at = -1
+
+    def after(self, i: int) -> int:
+        """The first ``char`` at or after ``i``; the text's length when there is none."""
+        if not self.lo <= i <= self.at:
+            at = self.text.find(self.char, i)
+            self.lo = i
+            self.at = self.n if at < 0 else at
+        return self.at
+
+
 class _Newlines:
     """The matches of a reverse search of ``\\n`` (``paragraph=False``) or of
     ``\\n(whitespace but newline)*\\n`` (``paragraph=True``) in ``text[s:e]``, right to left,
@@ -537,12 +551,17 @@ class _Sentences:
     checks SB properties at every position it passes, at about four times the cost.
     """
 
-    def __init__(self, text: str, s: int, endpos: int, ascii: bool) -> None:
+    def __init__(
+        self, text: str, s: int, endpos: int, ascii: bool, bang: bool = True, ask: bool = True
+    ) -> None:
         self.text = text
         self.s = s
         self.endpos = endpos
         self.ascii = ascii  # text[s:endpos] is ASCII
-        self.hi = self.dot = self.bang = self.ask = endpos  # (searched at the first next())
+        # the last of each before hi (searched at the first next()); -1: the window has none
+        self.hi = self.dot = endpos
+        self.bang = endpos if bang else -1
+        self.ask = endpos if ask else -1
         self.end = -1
 
     def next(self) -> int:
@@ -634,6 +653,10 @@ class _Chunker:
             language = _detect_language(text)
         # Title lines of plain text are kept with what follows them; code lines are not titles.
         self.titles = language is None or language in ("markdown", "text")
+        self.newline = _NextChar(text, "\n")
+        self.bang = _NextChar(text, "!")
+        self.ask = _NextChar(text, "?")
+        self.backslash = _NextChar(text, "\\")
         if not self.titles:
             self.sections = self._code_sections(language)
         else:
@@ -855,7 +878,14 @@ class _Chunker:
     def _sentence_spans(self, s: int, endpos: int) -> Iterator[tuple[int, int]]:
         """``(start, end)`` of the matches of the reverse ``_SENTENCE_RE`` search of
         ``text[s:endpos]``, in its order (``_Sentences``)."""
-        walk = _Sentences(self.text, s, endpos, self.ascii)
+        walk = _Sentences(
+            self.text,
+            s,
+            endpos,
+            self.ascii,
+            self.bang.after(s) < endpos,
+            self.ask.after(s) < endpos,
+        )
         start = walk.next()
         while start >= 0:
             yield start, walk.end
@@ -869,7 +899,15 @@ class _Chunker:
         limit, counter, heading_ends = self.max_tokens, self.counter, self.heading_ends
         failed = 0
         # (the pattern looks at the whitespace after a terminator)
-        walk = _Sentences(self.text, s, min(self.n, e + 1), self.ascii)
+        endpos = min(self.n, e + 1)
+        walk = _Sentences(
+            self.text,
+            s,
+            endpos,
+            self.ascii,
+            self.bang.after(s) < endpos,
+            self.ask.after(s) < endpos,
+        )
         while True:
             start = walk.next()
             if start < 0:
@@ -902,6 +940,8 @@ class _Chunker:
         ``\\n(whitespace but newline)*\\n`` in ``text[s:e]`` (a test checks it), with the newlines
         found by ``str.rfind``.
         """
+        if self.newline.after(s) >= e:
+            return None  # no newline in the window
         text, n, trim = self.text, self.n, self.trim
         limit, counter, heading_ends = self.max_tokens, self.counter, self.heading_ends
         failed = 0
@@ -1097,7 +1137,7 @@ class _Chunker:
                 return best
             top = _SECTION - 1
         # Escaped newlines start with a backslash: without one in the window, skip their levels.
-        escapes = self.text.find("\\", s, e) >= 0
+        escapes = self.backslash.after(s) < e
         for level in range(top, bottom - 1, -1):
             if level == _PARAGRAPH or level == _LINE:
                 best = self._newline_level(level == _PARAGRAPH, s, min_end, e)
