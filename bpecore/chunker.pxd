@@ -101,7 +101,10 @@ cdef class _Chunker:
     cdef _NextChar ask
     cdef _NextChar backslash
 
-    @cython.locals(text=str, start=Py_ssize_t, prev=Py_ssize_t, k=Py_ssize_t, step=Py_ssize_t)
+    @cython.locals(
+        text=str, marks=str, start=Py_ssize_t, prev=Py_ssize_t, k=Py_ssize_t, step=Py_ssize_t,
+        width=Py_ssize_t, last=Py_ssize_t, i=Py_ssize_t, starts=list, widths=list,
+    )
     cpdef list _code_sections(self, str language)
 
     @cython.locals(lo=Py_ssize_t, stop=Py_ssize_t)

@@ -777,10 +777,16 @@ class _Chunker:
         cut falls between them and it (``heading_ends``). A step of indentation is the smallest
         indentation of a definition that has one (4 columns when none has).
         """
-        text, found = self.text, []
+        text, starts, widths = self.text, [], []
         attached, marks = _ATTACHED[language], _ATTACHED_MARKS[language]
         for m in _definition_matches(language, text):
             start = m.start()
+            # the width of its indentation, tabs to the next multiple of 4 (expandtabs(4))
+            width = 0
+            k = start
+            while text[k] == " " or text[k] == "\t":
+                width = width + 4 - width % 4 if text[k] == "\t" else width + 1
+                k += 1
             # Walk up over the lines that belong to it.
             while start > 0:
                 prev = text.rfind("\n", 0, start - 1) + 1
@@ -791,14 +797,16 @@ class _Chunker:
                     break
                 self.heading_ends.add(self._skip_ws(start))
                 start = prev
-            found.append((start, len(m.group("indent").expandtabs(4))))
-        widths = [width for _, width in found if width]
-        step = min(widths) if widths else 4
+            starts.append(start)
+            widths.append(width)
+        step = min([width for width in widths if width], default=4)
         out: list[tuple[int, int]] = []
-        for start, width in found:
-            if out and out[-1][0] == start:
-                continue
-            out.append((start, _SECTION + 5 - min(5, width // step)))
+        last = -1
+        for i in range(len(starts)):
+            start = starts[i]
+            if start != last:
+                out.append((start, _SECTION + 5 - min(5, widths[i] // step)))
+                last = start
         return out
 
     def _markdown_sections(self) -> list[tuple[int, int]]:

@@ -870,6 +870,59 @@ def test_python_top_level_definitions_before_methods(cl100k):
     ]
 
 
+def reference_code_sections(state, language: str) -> list[tuple[int, int]]:
+    """``_Chunker._code_sections`` as its docstring reads: every definition match, walked up over
+    its attached lines; its indentation's width from the match's group, tabs expanded to 4."""
+    from bpecore.chunker import _ATTACHED, _DEFINITIONS, _SECTION
+
+    text, found = state.text, []
+    for m in _DEFINITIONS[language].finditer(text):
+        start = m.start()
+        while start > 0:
+            prev = text.rfind("\n", 0, start - 1) + 1
+            if not _ATTACHED[language].match(text, prev, start - 1):
+                break
+            start = prev
+        found.append((start, len(m.group("indent").expandtabs(4))))
+    step = min([w for _, w in found if w], default=4)
+    out: list[tuple[int, int]] = []
+    for start, width in found:
+        if not out or out[-1][0] != start:
+            out.append((start, _SECTION + 5 - min(5, width // step)))
+    return out
+
+
+@pytest.mark.parametrize("language", ["python", "javascript", "go", "rust"])
+def test_code_sections_equal_their_definition(corpus, cl100k, language):
+    rng = random.Random(language)
+    lines = [
+        "def f(x):",
+        "class A:",
+        "async def g():",
+        "function h() {",
+        "export class B {",
+        "const k = (a) => a;",
+        "func F() {",
+        "pub fn f() {",
+        "impl T for U {",
+        "# comment",
+        "// comment",
+        "@decorator",
+        "#[derive(Debug)]",
+        "    return 1",
+        "}",
+        "",
+        "x = 1",
+    ]
+    indents = ["", "", "    ", "\t", "  \t", "        ", "\t\t", " "]
+    texts = [corpus("code")[:100_000]] + [
+        "\n".join(rng.choice(indents) + rng.choice(lines) for _ in range(200)) for _ in range(20)
+    ]
+    for text in texts:
+        state = _Chunker(cl100k, text, 8, 0, True, False, language)
+        assert state.sections == reference_code_sections(state, language)
+
+
 def test_language_keeps_definitions_whole_on_the_code_corpus(corpus, cl100k):
     """On real code (CPython modules) every definition that fits (from its first line, decorators
     and comments included, to the next definition) is inside one chunk; as plain text, 88%."""
