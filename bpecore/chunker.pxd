@@ -96,6 +96,9 @@ cdef class _Chunker:
     cdef public set heading_ends
     cdef public bint titles
     cdef public list sections
+    cdef public Py_ssize_t at
+    cdef public Py_ssize_t prev_end
+    cdef public object ahead
     cdef _NextChar newline
     cdef _NextChar bang
     cdef _NextChar ask
@@ -183,3 +186,11 @@ cdef class _Chunker:
     ) except? -1
 
     cpdef object _overlap_start(self, Py_ssize_t prev_start, Py_ssize_t end)
+
+    cpdef list chunk_list(self)
+
+    @cython.locals(
+        text=str, n=Py_ssize_t, s=Py_ssize_t, min_end=Py_ssize_t, b=Py_ssize_t, end=Py_ssize_t,
+        tokens=Py_ssize_t, nxt=Py_ssize_t,
+    )
+    cpdef object _next_chunk(self)

@@ -647,6 +647,9 @@ class _Chunker:
             counter = compiled if isinstance(compiled, IntervalCounter) else _CountSearches(counter)
         self.counter = counter
         self.chars_per_token = 4.0
+        self.at = 0  # where the next chunk starts (past leading whitespace when trimming)
+        self.prev_end = 0
+        self.ahead = None
         self.ascii = text.isascii()
         self.heading_ends: set[int] = set()  # where a heading's body starts: no cut there
         if language is None and not markdown:
@@ -661,6 +664,8 @@ class _Chunker:
             self.sections = self._code_sections(language)
         else:
             self.sections = self._markdown_sections() if markdown or language == "markdown" else []
+        if trim:
+            self.at = self._skip_ws(0)
 
     # ------------------------------------------------------------------ helpers
     def _farthest_end(self, s: int, tokens: int) -> int:
@@ -1211,38 +1216,52 @@ class _Chunker:
         return None
 
     def chunks(self) -> Iterator[Chunk]:
-        text, n = self.text, self.n
-        s = self._skip_ws(0) if self.trim else 0
-        prev_end = 0  # the previous chunk's (trimmed) end: the next chunk must end after it
-        best = None
-        while s < n:
-            if best is None:
-                best = self._best_end(s, max(s, prev_end))
-            if best is None:
-                raise ValueError(
-                    f"max_tokens={self.max_tokens} cannot hold the character {text[s]!r} at offset {s} "
-                    f"({self.enc.count(text[s])} tokens on its own)"
-                )
-            if self.balance:
-                best = self._balanced(s, max(s, prev_end), best)
-            b, end, tokens = best
-            yield _new_chunk(s, end, text[s:end], tokens)
-            if tokens:
-                self.chars_per_token = 0.5 * self.chars_per_token + 0.5 * max(
-                    1.0, (end - s) / tokens
-                )
-            best = None
-            nxt = self._skip_ws(b) if self.trim and b < n and text[b].isspace() else b
-            if nxt >= n:
-                return
-            if self.overlap:
-                # Start inside the previous chunk if that still lets this one end after it.
-                start = self._overlap_start(s, end)
-                if start is not None:
-                    best = self._best_end(start, end)
-                    if best is not None:
-                        nxt = start
-            s, prev_end = nxt, end
+        chunk = self._next_chunk()
+        while chunk is not None:
+            yield chunk
+            chunk = self._next_chunk()
+
+    def chunk_list(self) -> list[Chunk]:
+        """``list(self.chunks())``, without a generator (a compiled loop)."""
+        out = []
+        chunk = self._next_chunk()
+        while chunk is not None:
+            out.append(chunk)
+            chunk = self._next_chunk()
+        return out
+
+    def _next_chunk(self) -> Chunk | None:
+        """The chunk that starts at ``self.at`` (None past the text's end); ``self.at`` moves to
+        the next chunk's start."""
+        text, n, s = self.text, self.n, self.at
+        if s >= n:
+            return None
+        min_end = max(s, self.prev_end)  # the previous chunk's (trimmed) end: end after it
+        best = self.ahead  # the next chunk's search, made for the overlap
+        self.ahead = None
+        if best is None:
+            best = self._best_end(s, min_end)
+        if best is None:
+            raise ValueError(
+                f"max_tokens={self.max_tokens} cannot hold the character {text[s]!r} at offset {s} "
+                f"({self.enc.count(text[s])} tokens on its own)"
+            )
+        if self.balance:
+            best = self._balanced(s, min_end, best)
+        b, end, tokens = best
+        chunk = _new_chunk(s, end, text[s:end], tokens)
+        if tokens:
+            self.chars_per_token = 0.5 * self.chars_per_token + 0.5 * max(1.0, (end - s) / tokens)
+        nxt = self._skip_ws(b) if self.trim and b < n and text[b].isspace() else b
+        if nxt < n and self.overlap:
+            # Start inside the previous chunk if that still lets this one end after it.
+            start = self._overlap_start(s, end)
+            if start is not None:
+                self.ahead = self._best_end(start, end)
+                if self.ahead is not None:
+                    nxt = start
+        self.at, self.prev_end = nxt, end
+        return chunk
 
     def _balanced(self, s: int, min_end: int, best: tuple[int, int, int]) -> tuple[int, int, int]:
         """``best``, or another end of its level that shares the rest of its line evenly.
@@ -1446,9 +1465,7 @@ def chunk(
     enc = _resolve(encoding)
     if not text:
         return []
-    return list(
-        _Chunker(enc, text, max_tokens, overlap, trim, markdown, language, balance).chunks()
-    )
+    return _Chunker(enc, text, max_tokens, overlap, trim, markdown, language, balance).chunk_list()
 
 
 def _iter_chunks(
