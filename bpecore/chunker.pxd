@@ -151,10 +151,12 @@ cdef class _Chunker:
     )
     cpdef object _sentence_level(self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, bint lower)
 
-    @cython.locals(text=str, a=Py_ssize_t, nl=Py_ssize_t, nxt=Py_ssize_t, line=str, body=str)
+    @cython.locals(
+        text=str, lo=Py_ssize_t, a=Py_ssize_t, nl=Py_ssize_t, nxt=Py_ssize_t, line=str, body=str
+    )
     cpdef bint _title_ends(self, Py_ssize_t j, Py_ssize_t b, Py_ssize_t depth=*) except? -1
 
-    @cython.locals(text=str, p=Py_ssize_t, prev=str)
+    @cython.locals(text=str, lo=Py_ssize_t, p=Py_ssize_t, prev=str)
     cpdef bint _opens(self, Py_ssize_t a, Py_ssize_t titles) except? -1
 
     @cython.locals(text=str, c=Py_UCS4, lo=Py_ssize_t, k=Py_ssize_t)

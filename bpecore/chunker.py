@@ -1006,8 +1006,9 @@ class _Chunker:
             return False
         # (the line level meets a blank line at its second newline)
         j = self._ws_start(max(0, j - _WS_LOOKAHEAD), j)
-        a = text.rfind("\n", 0, j) + 1
-        if j - a > 2 * _TITLE_CHARS:
+        lo = max(0, j - 2 * _TITLE_CHARS - 1)  # (a longer line is no title: look no further)
+        a = text.rfind("\n", lo, j) + 1
+        if a == 0 and lo > 0:
             return False
         line = text[a:j].strip()
         if not _title(line):
@@ -1029,8 +1030,9 @@ class _Chunker:
         text = self.text
         if a == 0:
             return True
-        p = text.rfind("\n", 0, a - 1) + 1
-        if a - p > 2 * _TITLE_CHARS:
+        lo = max(0, a - 2 * _TITLE_CHARS - 1)  # (a longer line is body text: look no further)
+        p = text.rfind("\n", lo, a - 1) + 1
+        if p == 0 and lo > 0:
             return True
         prev = text[p : a - 1].strip()
         if not prev or len(prev) > _TITLE_CHARS or _ends_clause(prev):

@@ -344,6 +344,60 @@ def test_lines_that_are_not_titles(cl100k, part):
     assert chunks[0].text == f"Malaria is a disease of the blood.\n\n{part}"
 
 
+def reference_title_ends(state, j: int, b: int, depth: int = 0) -> bool:
+    """``_title_ends`` with the line starts found by unbounded searches."""
+    from bpecore.chunker import _TITLE_CHARS, _WS_LOOKAHEAD, _ends_clause, _title
+
+    text = state.text
+    if b >= state.n:
+        return False
+    j = state._ws_start(max(0, j - _WS_LOOKAHEAD), j)
+    a = text.rfind("\n", 0, j) + 1
+    if j - a > 2 * _TITLE_CHARS or not _title(text[a:j].strip()):
+        return False
+    if depth == 0 and not reference_opens(state, a, 1):
+        return False
+    nl = text.find("\n", b, b + 4 * _TITLE_CHARS)
+    body = text[b : b + 4 * _TITLE_CHARS if nl < 0 else nl].rstrip()
+    if len(body) > _TITLE_CHARS or _ends_clause(body):
+        return True
+    if depth >= 2 or nl < 0 or not body:
+        return False
+    nxt = state._skip_ws(nl)
+    return "\n" not in text[nl + 1 : nxt] and reference_title_ends(state, nl, nxt, depth + 1)
+
+
+def reference_opens(state, a: int, titles: int) -> bool:
+    from bpecore.chunker import _TITLE_CHARS, _ends_clause
+
+    text = state.text
+    if a == 0:
+        return True
+    p = text.rfind("\n", 0, a - 1) + 1
+    if a - p > 2 * _TITLE_CHARS:
+        return True
+    prev = text[p : a - 1].strip()
+    if not prev or len(prev) > _TITLE_CHARS or _ends_clause(prev):
+        return True
+    return titles > 0 and reference_opens(state, p, titles - 1)
+
+
+def test_title_ends_equal_their_definition(corpus, cl100k):
+    """The title checks look for a line's start no further back than a title's length."""
+    rng = random.Random(41)
+    lines = ["Results", "A Title Line", "x" * 150, "Body text that ends.", ""]
+    lines += [" " * 100 + "Spaced Title", "Title" + " " * 150, " " * 158 + "T", " " * 170 + "T"]
+    texts = [corpus(name)[:100_000] for name in ("english", "multilingual")] + [
+        "\n".join(rng.choice(lines) for _ in range(60)) for _ in range(30)
+    ]
+    for text in texts:
+        state = _Chunker(cl100k, text, 8, 0, True, False, "text")
+        for j in [i for i, c in enumerate(text) if c == "\n"][:3000]:
+            b = state._skip_ws(j + 1)
+            assert state._title_ends(j, b) == reference_title_ends(state, j, b), j
+            assert state._opens(j + 1, 1) == reference_opens(state, j + 1, 1), j
+
+
 def test_code_lines_are_not_titles(cl100k):
     """In code (a language given or detected) a short line is no title."""
     text = f"Malaria is a disease of the blood.\n = = Gameplay = = \n{_BODY}"
