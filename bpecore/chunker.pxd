@@ -6,6 +6,9 @@ cimport cython
 
 from bpecore.interval cimport IntervalCounter
 
+# (boundary, end, tokens) of a chunk; (-1, -1, -1) for none (_NO_END)
+ctypedef (Py_ssize_t, Py_ssize_t, Py_ssize_t) _End
+
 
 @cython.locals(c=Py_UCS4)
 cpdef bint _title(str line) except? -1
@@ -98,7 +101,7 @@ cdef class _Chunker:
     cdef public list sections
     cdef public Py_ssize_t at
     cdef public Py_ssize_t prev_end
-    cdef public object ahead
+    cdef _End ahead
     cdef _NextChar newline
     cdef _NextChar bang
     cdef _NextChar ask
@@ -143,13 +146,13 @@ cdef class _Chunker:
         text=str, n=Py_ssize_t, trim=bint, limit=Py_ssize_t, failed=Py_ssize_t, i=Py_ssize_t,
         j=Py_ssize_t, b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t, walk=_Newlines,
     )
-    cpdef object _newline_level(self, bint paragraph, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e)
+    cpdef _End _newline_level(self, bint paragraph, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e)
 
     @cython.locals(
         limit=Py_ssize_t, failed=Py_ssize_t, start=Py_ssize_t,
         b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t, walk=_Sentences,
     )
-    cpdef object _sentence_level(self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, bint lower)
+    cpdef _End _sentence_level(self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, bint lower)
 
     @cython.locals(
         text=str, lo=Py_ssize_t, a=Py_ssize_t, nl=Py_ssize_t, nxt=Py_ssize_t, line=str, body=str
@@ -167,20 +170,20 @@ cdef class _Chunker:
     @cython.locals(
         limit=Py_ssize_t, n=Py_ssize_t, lo=Py_ssize_t, stop=Py_ssize_t, first=Py_ssize_t,
         e_lo=Py_ssize_t, nl=Py_ssize_t, last=Py_ssize_t, split=Py_ssize_t, e_max=Py_ssize_t,
-        end=Py_ssize_t, tokens=Py_ssize_t, e=Py_ssize_t,
+        end=Py_ssize_t, tokens=Py_ssize_t, e=Py_ssize_t, best=_End,
     )
-    cpdef object _best_end(self, Py_ssize_t s, Py_ssize_t min_end)
+    cpdef _End _best_end(self, Py_ssize_t s, Py_ssize_t min_end)
 
-    @cython.locals(level=Py_ssize_t, escapes=bint)
-    cpdef object _levels(
+    @cython.locals(level=Py_ssize_t, escapes=bint, best=_End)
+    cpdef _End _levels(
         self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, Py_ssize_t top, Py_ssize_t bottom
     )
 
     @cython.locals(limit=Py_ssize_t, failed=Py_ssize_t, b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t)
-    cpdef object _first_fit(self, Py_ssize_t s, Py_ssize_t min_end, object candidates, object cap)
+    cpdef _End _first_fit(self, Py_ssize_t s, Py_ssize_t min_end, object candidates, object cap)
 
-    @cython.locals(i=Py_ssize_t, pos=Py_ssize_t, lvl=Py_ssize_t, level=Py_ssize_t)
-    cpdef object _section_levels(self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, Py_ssize_t top)
+    @cython.locals(i=Py_ssize_t, pos=Py_ssize_t, lvl=Py_ssize_t, level=Py_ssize_t, best=_End)
+    cpdef _End _section_levels(self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, Py_ssize_t top)
 
     @cython.locals(u_end=Py_ssize_t, last=Py_ssize_t, x=Py_ssize_t, with_tail=Py_ssize_t)
     cpdef Py_ssize_t _with_tail(
@@ -193,6 +196,6 @@ cdef class _Chunker:
 
     @cython.locals(
         text=str, n=Py_ssize_t, s=Py_ssize_t, min_end=Py_ssize_t, b=Py_ssize_t, end=Py_ssize_t,
-        tokens=Py_ssize_t, nxt=Py_ssize_t,
+        tokens=Py_ssize_t, nxt=Py_ssize_t, best=_End,
     )
     cpdef object _next_chunk(self)

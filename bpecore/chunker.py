@@ -297,6 +297,7 @@ _DETECT_LINES_PER_DEFINITION = 40  # at most this many lines per definition, and
 
 _LOOKAHEAD = 16  # ends checked past a crossing: prefix counts are not monotonic inside a piece
 _WS_LOOKAHEAD = 130  # ... and inside whitespace, whose tokens are up to 128 characters long
+_NO_END = (-1, -1, -1)  # (boundary, end, tokens) of no chunk: none fits
 _MAX_FAILED_PER_LEVEL = (
     8  # exact checks that may fail (non-monotone counts) before going a level down
 )
@@ -649,7 +650,7 @@ class _Chunker:
         self.chars_per_token = 4.0
         self.at = 0  # where the next chunk starts (past leading whitespace when trimming)
         self.prev_end = 0
-        self.ahead = None
+        self.ahead = _NO_END
         self.ascii = text.isascii()
         self.heading_ends: set[int] = set()  # where a heading's body starts: no cut there
         if language is None and not markdown:
@@ -904,9 +905,7 @@ class _Chunker:
             yield start, walk.end
             start = walk.next()
 
-    def _sentence_level(
-        self, s: int, min_end: int, e: int, lower: bool
-    ) -> tuple[int, int, int] | None:
+    def _sentence_level(self, s: int, min_end: int, e: int, lower: bool) -> tuple[int, int, int]:
         """``_first_fit`` over ``_candidates`` of the sentence level (``lower``: of the sentence
         end before a lower-case letter), without a generator."""
         limit, counter, heading_ends = self.max_tokens, self.counter, self.heading_ends
@@ -924,7 +923,7 @@ class _Chunker:
         while True:
             start = walk.next()
             if start < 0:
-                return None
+                return _NO_END
             # _candidates' checks (the match ends after s: it starts at s or later), then
             # _first_fit's
             b = self._skip_ws(walk.end, e)
@@ -936,17 +935,15 @@ class _Chunker:
                 continue
             end = self._rstrip(s, b)
             if end <= min_end:
-                return None
+                return _NO_END
             tokens = counter.count(s, end)
             if tokens <= limit:
                 return b, end, tokens
             failed += 1
             if failed >= _MAX_FAILED_PER_LEVEL:
-                return None
+                return _NO_END
 
-    def _newline_level(
-        self, paragraph: bool, s: int, min_end: int, e: int
-    ) -> tuple[int, int, int] | None:
+    def _newline_level(self, paragraph: bool, s: int, min_end: int, e: int) -> tuple[int, int, int]:
         """``_levels`` for the paragraph or the line level, without a reverse regex search.
 
         The candidates, in order, are those of a reverse search of ``\\n`` or of
@@ -954,7 +951,7 @@ class _Chunker:
         found by ``str.rfind``.
         """
         if self.newline.after(s) >= e:
-            return None  # no newline in the window
+            return _NO_END  # no newline in the window
         text, n, trim = self.text, self.n, self.trim
         limit, counter, heading_ends = self.max_tokens, self.counter, self.heading_ends
         failed = 0
@@ -962,7 +959,7 @@ class _Chunker:
         while True:
             i = walk.next()
             if i < 0:
-                return None
+                return _NO_END
             # text[j:i + 1] is whitespace, starting and ending with a newline
             j = walk.j
             b = self._skip_ws(i + 1, e)
@@ -983,13 +980,13 @@ class _Chunker:
             else:
                 end = self._rstrip(s, b)
             if end <= min_end:
-                return None
+                return _NO_END
             tokens = counter.count(s, end)
             if tokens <= limit:
                 return b, end, tokens
             failed += 1
             if failed >= _MAX_FAILED_PER_LEVEL:
-                return None
+                return _NO_END
 
     def _title_ends(self, j: int, b: int, depth: int = 0) -> bool:
         """Whether the line ending at the newline ``j`` is a title of the text from ``b`` (the
@@ -1088,8 +1085,10 @@ class _Chunker:
         return True
 
     # ------------------------------------------------------------------ one chunk
-    def _best_end(self, s: int, min_end: int) -> tuple[int, int, int] | None:
-        """(boundary, end, tokens) of the best chunk starting at ``s`` ending after ``min_end``."""
+    def _best_end(self, s: int, min_end: int) -> tuple[int, int, int]:
+        """(boundary, end, tokens) of the best chunk starting at ``s`` ending after ``min_end``;
+        ``_NO_END`` when none fits (so do the levels' searches below: a C tuple once compiled,
+        no object per answer)."""
         limit, n = self.max_tokens, self.n
         lo, stop = self._crossing(s, limit)
         first = lo + 2
@@ -1112,14 +1111,14 @@ class _Chunker:
                 if e_max < 0:
                     # Every end left (first <= e < split) gives the section, paragraph and line
                     # candidates that e_lo gives, so those levels decide the same way for all.
-                    best = None
+                    best = _NO_END
                     if self.sections:
                         best = self._section_levels(s, min_end, e_lo, _SECTION + 5)
-                    if best is None:
-                        best = self._newline_level(True, s, min_end, e_lo) or self._newline_level(
-                            False, s, min_end, e_lo
-                        )
-                    if best is not None:
+                    if best[0] < 0:
+                        best = self._newline_level(True, s, min_end, e_lo)
+                    if best[0] < 0:
+                        best = self._newline_level(False, s, min_end, e_lo)
+                    if best[0] >= 0:
                         return best
                     e_max = self._look_ahead(s, limit, lo, first, split - 1)
                     return self._levels(
@@ -1142,13 +1141,11 @@ class _Chunker:
         e = self._skip_ws(e_max) if self.trim else e_max
         return self._levels(s, min_end, e, _SECTION + 5 if self.sections else _PARAGRAPH, _CHAR)
 
-    def _levels(
-        self, s: int, min_end: int, e: int, top: int, bottom: int
-    ) -> tuple[int, int, int] | None:
+    def _levels(self, s: int, min_end: int, e: int, top: int, bottom: int) -> tuple[int, int, int]:
         """The first candidate from level ``top`` down to ``bottom`` whose chunk ``s..end`` fits."""
         if top >= _SECTION and bottom <= _SECTION:
             best = self._section_levels(s, min_end, e, top)
-            if best is not None:
+            if best[0] >= 0:
                 return best
             top = _SECTION - 1
         # Escaped newlines start with a backslash: without one in the window, skip their levels.
@@ -1156,45 +1153,43 @@ class _Chunker:
         for level in range(top, bottom - 1, -1):
             if level == _PARAGRAPH or level == _LINE:
                 best = self._newline_level(level == _PARAGRAPH, s, min_end, e)
-                if best is not None:
+                if best[0] >= 0:
                     return best
                 continue
             if (level == _ESCAPED_PARAGRAPH or level == _ESCAPED_LINE) and not escapes:
                 continue
             if level == _SENTENCE or level == _LOWER_SENTENCE:
                 best = self._sentence_level(s, min_end, e, level == _LOWER_SENTENCE)
-                if best is not None:
+                if best[0] >= 0:
                     return best
                 continue
             cap = None if level == _CHAR else _MAX_FAILED_PER_LEVEL
             best = self._first_fit(s, min_end, self._candidates(level, s, e), cap)
-            if best is not None:
+            if best[0] >= 0:
                 return best
-        return None
+        return _NO_END
 
     def _first_fit(
         self, s: int, min_end: int, candidates: Iterable[int], cap: int | None
-    ) -> tuple[int, int, int] | None:
+    ) -> tuple[int, int, int]:
         """The first candidate ``b`` (right to left) whose chunk ``(s, rstrip(b))`` fits:
-        ``(b, end, tokens)``; None at one that ends at or before ``min_end`` or after ``cap``
-        candidates that did not fit."""
+        ``(b, end, tokens)``; ``_NO_END`` at one that ends at or before ``min_end`` or after
+        ``cap`` candidates that did not fit."""
         limit, counter = self.max_tokens, self.counter
         failed = 0
         for b in candidates:
             end = self._rstrip(s, b)
             if end <= min_end:
-                return None
+                return _NO_END
             tokens = counter.count(s, end)
             if tokens <= limit:
                 return b, end, tokens
             failed += 1
             if cap is not None and failed >= cap:
-                return None
-        return None
+                return _NO_END
+        return _NO_END
 
-    def _section_levels(
-        self, s: int, min_end: int, e: int, top: int
-    ) -> tuple[int, int, int] | None:
+    def _section_levels(self, s: int, min_end: int, e: int, top: int) -> tuple[int, int, int]:
         """``_levels`` from ``top`` down to ``_SECTION``, with the sections in ``(s, e]`` looked up
         once, not once per level, and a level skipped when its candidates are those of the level
         above (which all failed, and would fail again)."""
@@ -1205,7 +1200,7 @@ class _Chunker:
                 break
             found.append((pos, lvl))
         if not found:
-            return None
+            return _NO_END
         tried = None
         for level in range(top, _SECTION - 1, -1):
             candidates = [pos for pos, lvl in found if lvl >= level]
@@ -1213,9 +1208,9 @@ class _Chunker:
                 continue
             tried = candidates
             best = self._first_fit(s, min_end, candidates, _MAX_FAILED_PER_LEVEL)
-            if best is not None:
+            if best[0] >= 0:
                 return best
-        return None
+        return _NO_END
 
     def chunks(self) -> Iterator[Chunk]:
         chunk = self._next_chunk()
@@ -1240,10 +1235,10 @@ class _Chunker:
             return None
         min_end = max(s, self.prev_end)  # the previous chunk's (trimmed) end: end after it
         best = self.ahead  # the next chunk's search, made for the overlap
-        self.ahead = None
-        if best is None:
+        self.ahead = _NO_END
+        if best[0] < 0:
             best = self._best_end(s, min_end)
-        if best is None:
+        if best[0] < 0:
             raise ValueError(
                 f"max_tokens={self.max_tokens} cannot hold the character {text[s]!r} at offset {s} "
                 f"({self.enc.count(text[s])} tokens on its own)"
@@ -1260,7 +1255,7 @@ class _Chunker:
             start = self._overlap_start(s, end)
             if start is not None:
                 self.ahead = self._best_end(start, end)
-                if self.ahead is not None:
+                if self.ahead[0] >= 0:
                     nxt = start
         self.at, self.prev_end = nxt, end
         return chunk
@@ -1310,7 +1305,7 @@ class _Chunker:
         if self.trim:
             e_t = self._skip_ws(e_t)
         before = self._levels(s, min_end, e_t, level, level)
-        if before is not None and before[2] >= least:
+        if before[0] >= 0 and before[2] >= least:
             options.append(before)
         after = None
         for c in self._candidates(level, e_t, b):
@@ -1342,8 +1337,10 @@ class _Chunker:
         )
         if self.trim:
             x = self._skip_ws(x)
-        tail = self._best_end(x, x) if x < u_end else None
-        if tail is None or tail[1] <= u_end:
+        if x >= u_end:
+            return total
+        tail = self._best_end(x, x)
+        if tail[0] < 0 or tail[1] <= u_end:
             return total
         with_tail = counter.count(s, tail[1])
         return with_tail if -(-with_tail // limit) == m else total

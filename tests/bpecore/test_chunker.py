@@ -597,9 +597,9 @@ def reference_best_end(state, s: int, min_end: int):
     for level in range(_SECTION + 5 if state.sections else _PARAGRAPH, _CHAR - 1, -1):
         cap = None if level == _CHAR else _MAX_FAILED_PER_LEVEL
         best = state._first_fit(s, min_end, reference_candidates(state, level, s, e), cap)
-        if best is not None:
+        if best[0] >= 0:
             return best
-    return None
+    return (-1, -1, -1)  # (the chunker's _NO_END)
 
 
 def newline_walk(text: str, s: int, e: int, paragraph: bool) -> list[tuple[int, int]]:
