@@ -143,13 +143,16 @@ cdef class _Chunker:
     cpdef bint _cuts_cluster(self, Py_ssize_t b) except? -1
 
     @cython.locals(
-        text=str, n=Py_ssize_t, trim=bint, limit=Py_ssize_t, failed=Py_ssize_t, i=Py_ssize_t,
+        text=str, n=Py_ssize_t, trim=bint, failed=Py_ssize_t, i=Py_ssize_t,
         j=Py_ssize_t, b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t, walk=_Newlines,
     )
     cpdef _End _newline_level(self, bint paragraph, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e)
 
+    @cython.locals(bang=bint, ask=bint)
+    cpdef _Sentences _sentence_walk(self, Py_ssize_t s, Py_ssize_t endpos)
+
     @cython.locals(
-        limit=Py_ssize_t, failed=Py_ssize_t, start=Py_ssize_t,
+        failed=Py_ssize_t, start=Py_ssize_t,
         b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t, walk=_Sentences,
     )
     cpdef _End _sentence_level(self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, bint lower)
@@ -179,8 +182,11 @@ cdef class _Chunker:
         self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, Py_ssize_t top, Py_ssize_t bottom
     )
 
-    @cython.locals(limit=Py_ssize_t, failed=Py_ssize_t, b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t)
+    @cython.locals(failed=Py_ssize_t, b=Py_ssize_t, end=Py_ssize_t, tokens=Py_ssize_t)
     cpdef _End _first_fit(self, Py_ssize_t s, Py_ssize_t min_end, object candidates, object cap)
+
+    @cython.locals(tokens=Py_ssize_t)
+    cpdef Py_ssize_t _fits(self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t end) except? -3
 
     @cython.locals(i=Py_ssize_t, pos=Py_ssize_t, lvl=Py_ssize_t, level=Py_ssize_t, best=_End)
     cpdef _End _section_levels(self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, Py_ssize_t top)

@@ -298,6 +298,7 @@ _DETECT_LINES_PER_DEFINITION = 40  # at most this many lines per definition, and
 _LOOKAHEAD = 16  # ends checked past a crossing: prefix counts are not monotonic inside a piece
 _WS_LOOKAHEAD = 130  # ... and inside whitespace, whose tokens are up to 128 characters long
 _NO_END = (-1, -1, -1)  # (boundary, end, tokens) of no chunk: none fits
+_OVER, _ENDS_TOO_SOON = -1, -2  # _fits: the chunk has too many tokens; it ends too soon
 _MAX_FAILED_PER_LEVEL = (
     8  # exact checks that may fail (non-monotone counts) before going a level down
 )
@@ -889,17 +890,15 @@ class _Chunker:
                 continue  # keep a heading with the text under it
             yield b
 
+    def _sentence_walk(self, s: int, endpos: int) -> _Sentences:
+        """The walk over the sentence ends in ``text[s:endpos]``, told which terminators it lacks."""
+        bang, ask = self.bang.after(s) < endpos, self.ask.after(s) < endpos
+        return _Sentences(self.text, s, endpos, self.ascii, bang, ask)
+
     def _sentence_spans(self, s: int, endpos: int) -> Iterator[tuple[int, int]]:
         """``(start, end)`` of the matches of the reverse ``_SENTENCE_RE`` search of
         ``text[s:endpos]``, in its order (``_Sentences``)."""
-        walk = _Sentences(
-            self.text,
-            s,
-            endpos,
-            self.ascii,
-            self.bang.after(s) < endpos,
-            self.ask.after(s) < endpos,
-        )
+        walk = self._sentence_walk(s, endpos)
         start = walk.next()
         while start >= 0:
             yield start, walk.end
@@ -908,18 +907,11 @@ class _Chunker:
     def _sentence_level(self, s: int, min_end: int, e: int, lower: bool) -> tuple[int, int, int]:
         """``_first_fit`` over ``_candidates`` of the sentence level (``lower``: of the sentence
         end before a lower-case letter), without a generator."""
-        limit, counter, heading_ends = self.max_tokens, self.counter, self.heading_ends
+        heading_ends = self.heading_ends
         failed = 0
         # (the pattern looks at the whitespace after a terminator)
         endpos = min(self.n, e + 1)
-        walk = _Sentences(
-            self.text,
-            s,
-            endpos,
-            self.ascii,
-            self.bang.after(s) < endpos,
-            self.ask.after(s) < endpos,
-        )
+        walk = self._sentence_walk(s, endpos)
         while True:
             start = walk.next()
             if start < 0:
@@ -934,13 +926,11 @@ class _Chunker:
             if heading_ends and b in heading_ends:
                 continue
             end = self._rstrip(s, b)
-            if end <= min_end:
-                return _NO_END
-            tokens = counter.count(s, end)
-            if tokens <= limit:
+            tokens = self._fits(s, min_end, end)
+            if tokens >= 0:
                 return b, end, tokens
             failed += 1
-            if failed >= _MAX_FAILED_PER_LEVEL:
+            if tokens == _ENDS_TOO_SOON or failed >= _MAX_FAILED_PER_LEVEL:
                 return _NO_END
 
     def _newline_level(self, paragraph: bool, s: int, min_end: int, e: int) -> tuple[int, int, int]:
@@ -953,7 +943,7 @@ class _Chunker:
         if self.newline.after(s) >= e:
             return _NO_END  # no newline in the window
         text, n, trim = self.text, self.n, self.trim
-        limit, counter, heading_ends = self.max_tokens, self.counter, self.heading_ends
+        heading_ends = self.heading_ends
         failed = 0
         walk = _Newlines(text, s, e, paragraph)
         while True:
@@ -979,13 +969,11 @@ class _Chunker:
                 end = j
             else:
                 end = self._rstrip(s, b)
-            if end <= min_end:
-                return _NO_END
-            tokens = counter.count(s, end)
-            if tokens <= limit:
+            tokens = self._fits(s, min_end, end)
+            if tokens >= 0:
                 return b, end, tokens
             failed += 1
-            if failed >= _MAX_FAILED_PER_LEVEL:
+            if tokens == _ENDS_TOO_SOON or failed >= _MAX_FAILED_PER_LEVEL:
                 return _NO_END
 
     def _title_ends(self, j: int, b: int, depth: int = 0) -> bool:
@@ -1175,19 +1163,25 @@ class _Chunker:
         """The first candidate ``b`` (right to left) whose chunk ``(s, rstrip(b))`` fits:
         ``(b, end, tokens)``; ``_NO_END`` at one that ends at or before ``min_end`` or after
         ``cap`` candidates that did not fit."""
-        limit, counter = self.max_tokens, self.counter
         failed = 0
         for b in candidates:
             end = self._rstrip(s, b)
-            if end <= min_end:
-                return _NO_END
-            tokens = counter.count(s, end)
-            if tokens <= limit:
+            tokens = self._fits(s, min_end, end)
+            if tokens >= 0:
                 return b, end, tokens
             failed += 1
-            if cap is not None and failed >= cap:
+            if tokens == _ENDS_TOO_SOON or (cap is not None and failed >= cap):
                 return _NO_END
         return _NO_END
+
+    def _fits(self, s: int, min_end: int, end: int) -> int:
+        """The tokens of the chunk ``s..end`` when it fits; ``_OVER`` when it does not,
+        ``_ENDS_TOO_SOON`` when it ends at or before ``min_end`` (no candidate after it can do
+        better: they are asked right to left)."""
+        if end <= min_end:
+            return _ENDS_TOO_SOON
+        tokens = self.counter.count(s, end)
+        return tokens if tokens <= self.max_tokens else _OVER
 
     def _section_levels(self, s: int, min_end: int, e: int, top: int) -> tuple[int, int, int]:
         """``_levels`` from ``top`` down to ``_SECTION``, with the sections in ``(s, e]`` looked up
