@@ -16,9 +16,10 @@ Per chunk starting at ``s``:
      look-ahead only matters through the boundaries it lets into the window, so its ends are
      checked only where one would come in (``_best_end``);
   2. from the best boundary level down, walk that level's boundaries right to left from ``e_max``
-     (``str.rfind`` for paragraphs and lines, a reverse regex search for the others, so only the
-     tail of the window is scanned) and take the first whose chunk verifies exactly with the
-     interval counter (a boundary left of ``e_max`` may still not fit: then step back);
+     (``str.rfind`` for paragraphs, lines and sentence ends, a reverse regex search for the
+     others, so only the tail of the window is scanned) and take the first whose chunk verifies
+     exactly with the interval counter (a boundary left of ``e_max`` may still not fit: then
+     step back);
   3. with ``overlap``, the next chunk starts at the first word start ``s'`` with
      ``count(text[s':end]) <= overlap`` (the mirror search, equal to ``split_at_end``);
   4. with ``balance``, an end inside a line may move to another end of its level, nearer an
@@ -33,15 +34,20 @@ Decisions that hold: queries go to the interval counter, never ``split_at`` per 
 2048-token chunk against about ten O(1) queries); separators are matched alone and the whitespace
 after them skipped forwards (a reverse search for both was quadratic in a whitespace run); the
 look-ahead checks only the ends that would let a newline into the window; blank lines are found
-with ``str.rfind`` over the newlines, and so are sentence ends in ASCII; whole-text scans for
+with ``str.rfind`` over the newlines, and so are sentence ends (``_Sentences``), by walks that are
+objects, not generators (a compiled generator dropped unfinished costs a thrown GeneratorExit);
+a character a window lacks (newline, ``!``, ``?``, backslash) is looked for past it once
+(``_NextChar``); whole-text scans for
 Markdown headings and definitions try their ``regex`` pattern only at the line starts a stdlib
 ``re`` scan finds (the ``regex`` module's ``^`` scan of every line cost 2-3x a ``count`` of the
 text). Whitespace runs, the next word's end, the word before a dot and the title checks are
 walked a character at a time, not matched (a C loop once compiled, where a regex call cost a
 matcher's set-up). The module is compiled (setup.py, with the C types of ``chunker.pxd``: the
-state's fields, the per-chunk helpers' integers and calls); the same source runs uncompiled, and
-tests/bpecore/test_chunker_compiled.py holds the two to the same chunks. The measurements:
-docs/perf/chunker.md.
+state's fields, the per-chunk helpers' integers and calls, the interval counter's searches
+through ``interval.pxd``, answers as C tuples); the same source runs uncompiled, and
+tests/bpecore/test_chunker_compiled.py holds the two to the same chunks. ``Chunk`` objects are
+made by ``bpecore._slots.Maker4`` (the frozen dataclass's ``__init__`` costs 8x). The
+measurements: docs/perf/chunker.md.
 """
 
 from __future__ import annotations
