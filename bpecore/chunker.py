@@ -1449,7 +1449,7 @@ def chunk(
             ``benches/bench_chunk_quality.py`` at 128/256/512/1024 tokens: recall 0.803/0.897/
             0.938/0.963 against 0.796/0.877/0.938/0.963 without it (the best other splitter:
             0.789/0.894/0.937/0.963), spans cut 0.019/0.005/0/0 against 0.019/0.006/0/0, at
-            0.6-1.0x the speed (less at small budgets). Code is not changed by it.
+            0.55-0.96x the speed (less at small budgets). Code is not changed by it.
 
     Returns:
         ``Chunk(start, end, text, tokens)`` in text order, with ``text == source[start:end]``.
