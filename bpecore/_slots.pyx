@@ -7,7 +7,9 @@ allocates the instance as ``object.__new__`` does (``tp_alloc``: zeroed, tracked
 collector) and writes the fields into their slots, at the offsets of the class's member
 descriptors. Only for classes whose fields are all plain slots (checked when the maker is
 built); tests compare its instances with the class's own, field by field, in equality, hash,
-repr and pickling.
+repr and pickling. An instance whose fields are all atomic (int, str, float, bool, None) is not
+tracked by the garbage collector, as CPython does for such tuples: it can be in no cycle, and
+the chunker's lists of thousands of chunks triggered full collections.
 """
 
 from cpython.object cimport PyObject, PyTypeObject
@@ -21,6 +23,7 @@ cdef extern from "Python.h":
     # object.__new__'s allocation (tp_alloc of every class made by a class statement): zeroed,
     # tracked by the garbage collector; a new reference, NULL on error
     object PyType_GenericAlloc(type cls, Py_ssize_t nitems)
+    void PyObject_GC_UnTrack(void* op)
 
 _MEMBER = type(type("_Probe", (), {"__slots__": ("x",)}).__dict__["x"])
 
@@ -56,4 +59,14 @@ cdef class Maker4:
         (<PyObject**>(o + self.offsets[2]))[0] = <PyObject*>c
         Py_INCREF(d)
         (<PyObject**>(o + self.offsets[3]))[0] = <PyObject*>d
+        if _atomic(a) and _atomic(b) and _atomic(c) and _atomic(d):
+            # Holding no container, the instance can be in no reference cycle: the collector
+            # need not track it (CPython untracks such tuples and dicts too). Thousands of chunks
+            # kept in a list otherwise bring on full collections of the whole heap.
+            PyObject_GC_UnTrack(o)
         return obj
+
+
+cdef inline bint _atomic(object v):
+    """An object that holds no reference to another (no cycle can pass through it)."""
+    return type(v) is int or type(v) is str or v is None or type(v) is float or type(v) is bool
