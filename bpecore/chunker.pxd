@@ -177,6 +177,11 @@ cdef class _Chunker:
     )
     cpdef _End _best_end(self, Py_ssize_t s, Py_ssize_t min_end)
 
+    @cython.locals(text=str, limit=Py_ssize_t, ws=Py_ssize_t, e_max=Py_ssize_t, best=_End)
+    cpdef _End _levels_past(
+        self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t lo, Py_ssize_t first, Py_ssize_t last
+    )
+
     @cython.locals(level=Py_ssize_t, escapes=bint, best=_End)
     cpdef _End _levels(
         self, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e, Py_ssize_t top, Py_ssize_t bottom
