@@ -148,6 +148,11 @@ cdef class _Chunker:
     )
     cpdef _End _newline_level(self, bint paragraph, Py_ssize_t s, Py_ssize_t min_end, Py_ssize_t e)
 
+    @cython.locals(b=Py_ssize_t)
+    cpdef Py_ssize_t _sentence_boundary(
+        self, Py_ssize_t start, Py_ssize_t end, Py_ssize_t e, bint lower
+    ) except? -2
+
     @cython.locals(bang=bint, ask=bint)
     cpdef _Sentences _sentence_walk(self, Py_ssize_t s, Py_ssize_t endpos)
 

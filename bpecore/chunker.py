@@ -136,7 +136,6 @@ _NO_CUT_AFTER = regex.compile(r"[\p{GCB=ZWJ}\p{GCB=Prepend}]")
 _FIRST_NO_CUT_BEFORE = "\u0300"
 _FIRST_NO_CUT_AFTER = "\u0600"
 _ASCII_CLOSE = frozenset("\"'()[]{}")  # the ASCII members of SB=Close (a test checks them)
-_ASCII_TERMINATORS = frozenset("!.?")  # ... and of SB=STerm and SB=ATerm
 # the ASCII characters that end a clause (terminators, "," and ";")
 _ASCII_CLAUSE_ENDS = frozenset("!.?,;")
 _LOWER = regex.compile(r"\p{Ll}")
@@ -521,10 +520,6 @@ class _Newlines:
         return -1
 
 
-# The second alternative of _SENTENCE_RE: terminators that need no whitespace after them.
-_CJK_TERMINATORS = "\u3002\uff01\uff1f\uff61\ufe52\ufe56\ufe57"
-# No character outside ASCII below U+0589 is SB=STerm or SB=ATerm (a test checks it).
-_FIRST_OTHER_TERMINATOR = "\u0589"
 _TERMINATOR_CHAR = regex.compile(r"[\p{SB=STerm}\p{SB=ATerm}]")
 _OTHER_TERMINATORS: dict[str, bool] = {}  # memo of _TERMINATOR_CHAR, and of _CLOSE_CHAR below
 _OTHER_CLOSERS: dict[str, bool] = {}
@@ -587,7 +582,8 @@ class _Sentences:
                 k = hi - 1
                 while k >= s and k > p:
                     c = text[k]
-                    if c >= "\u0589" and _other_terminator(c):  # _FIRST_OTHER_TERMINATOR
+                    # (no character outside ASCII below U+0589 is a terminator)
+                    if c >= "\u0589" and _other_terminator(c):
                         p = k
                         break
                     k -= 1
@@ -597,12 +593,14 @@ class _Sentences:
             end = p + 1  # past the closers
             while end < endpos:
                 c = text[end]
+                # (the ASCII members of SB=Close)
                 if not (c in "\"'()[]{}" or (c >= "\x80" and _other_closer(c))):
                     break
                 end += 1
             hi = p  # the run's start
             while hi > s:
                 c = text[hi - 1]
+                # (the ASCII members of SB=STerm and SB=ATerm)
                 if not (c in "!.?" or (c >= "\u0589" and _other_terminator(c))):
                     break
                 hi -= 1
@@ -611,8 +609,9 @@ class _Sentences:
                 self.end = end
                 return hi
             if not self.ascii:
-                # No whitespace follows: the CJK terminators (_CJK_TERMINATORS) still end a
-                # sentence, at the run's end (with its closers) or inside it.
+                # No whitespace follows: the CJK terminators of _SENTENCE_RE's second
+                # alternative still end a sentence, at the run's end (with its closers) or
+                # inside it.
                 q = p
                 while q >= hi and text[q] not in "\u3002\uff01\uff1f\uff61\ufe52\ufe56\ufe57":
                     q -= 1
@@ -718,7 +717,7 @@ class _Chunker:
         """The smallest ``s >= lo`` with ``count(text[s:e]) <= tokens`` (the mirror image)."""
         counter = self.counter
         step = max(16, int(tokens * self.chars_per_token * 1.25))
-        near = self.counter.crossing_before(e, lo, tokens, step)
+        near = counter.crossing_before(e, lo, tokens, step)
         if near == lo:
             return lo
         best = near
@@ -873,28 +872,37 @@ class _Chunker:
                 if s < b <= e and not self._cuts_cluster(b):
                     yield b
             return
-        pattern = _LEVEL_PATTERNS[level]
-        # The sentence pattern looks one character ahead (whitespace after the terminator).
-        sentence = level == _SENTENCE or level == _LOWER_SENTENCE
-        endpos = min(self.n, e + 1) if sentence else e
+        if level == _SENTENCE or level == _LOWER_SENTENCE:
+            # (the sentence pattern looks one character ahead: whitespace after the terminator)
+            for start, end in self._sentence_spans(s, min(self.n, e + 1)):
+                b = self._sentence_boundary(start, end, e, level == _LOWER_SENTENCE)
+                if b >= 0:
+                    yield b
+            return
         skip = level in _WS_FOLLOWS
-        if sentence:
-            matches = self._sentence_spans(s, endpos)
-        else:
-            matches = ((m.start(), m.end()) for m in pattern.finditer(text, s, endpos))
-        for start, end in matches:
-            b = end
+        for m in _LEVEL_PATTERNS[level].finditer(text, s, e):
+            b = m.end()
             if b <= s:
                 return
             if skip:
                 b = self._skip_ws(b, e)
             if b > e or self._cuts_cluster(b):
                 continue
-            if sentence and not self._sentence_ends(start, end, b, level == _LOWER_SENTENCE):
-                continue
             if b in self.heading_ends:
                 continue  # keep a heading with the text under it
             yield b
+
+    def _sentence_boundary(self, start: int, end: int, e: int, lower: bool) -> int:
+        """The boundary after the sentence end matched at ``text[start:end]`` (the whitespace
+        after it skipped, up to ``e``), or -1 when there is none: past ``e``, inside a grapheme
+        cluster, no sentence end (an abbreviation; unless ``lower``, a lower-case letter next), or
+        where a heading's body starts."""
+        b = self._skip_ws(end, e)
+        if b > e or self._cuts_cluster(b) or not self._sentence_ends(start, end, b, lower):
+            return -1
+        if self.heading_ends and b in self.heading_ends:
+            return -1  # keep a heading with the text under it
+        return b
 
     def _sentence_walk(self, s: int, endpos: int) -> _Sentences:
         """The walk over the sentence ends in ``text[s:endpos]``, told which terminators it lacks."""
@@ -913,23 +921,16 @@ class _Chunker:
     def _sentence_level(self, s: int, min_end: int, e: int, lower: bool) -> tuple[int, int, int]:
         """``_first_fit`` over ``_candidates`` of the sentence level (``lower``: of the sentence
         end before a lower-case letter), without a generator."""
-        heading_ends = self.heading_ends
         failed = 0
         # (the pattern looks at the whitespace after a terminator)
-        endpos = min(self.n, e + 1)
-        walk = self._sentence_walk(s, endpos)
+        walk = self._sentence_walk(s, min(self.n, e + 1))
         while True:
             start = walk.next()
             if start < 0:
                 return _NO_END
-            # _candidates' checks (the match ends after s: it starts at s or later), then
-            # _first_fit's
-            b = self._skip_ws(walk.end, e)
-            if b > e or self._cuts_cluster(b):
-                continue
-            if not self._sentence_ends(start, walk.end, b, lower):
-                continue
-            if heading_ends and b in heading_ends:
+            # _candidates' boundary, then _first_fit's check
+            b = self._sentence_boundary(start, walk.end, e, lower)
+            if b < 0:
                 continue
             end = self._rstrip(s, b)
             tokens = self._fits(s, min_end, end)
@@ -1415,8 +1416,6 @@ class _Chunker:
 # The boundary moves past the whitespace after the match.
 _WS_FOLLOWS = frozenset({_SENTENCE, _LOWER_SENTENCE, _PUNCT})
 _LEVEL_PATTERNS = {
-    _SENTENCE: _SENTENCE_RE,
-    _LOWER_SENTENCE: _SENTENCE_RE,
     _WORD: _WORD_RE,
     _PUNCT: _PUNCT_RE,
     _WORDPART: _WORDPART_RE,
