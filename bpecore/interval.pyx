@@ -87,6 +87,12 @@ cdef struct _Seen:
     Py_ssize_t count      #: its token count
 
 
+cdef inline bint _head_covers(const _Head* head, Py_ssize_t a, Py_ssize_t b, Py_ssize_t j) noexcept nogil:
+    """Whether ``head``'s cut serves the slice [a, b) whose last stable piece is ``j``: the same
+    start, a horizon within the slice, and a boundary at or before ``j`` (``c_count``)."""
+    return head.start == a and head.horizon <= b and head.m <= j
+
+
 cdef enum:
     SEEN_MIN = 4          #: shorter pieces are one table lookup anyway
     SEEN_SLOTS_MAX = (1 << 20) - 1  #: slot mask cap of the repeated-piece table
@@ -684,7 +690,7 @@ cdef class IntervalCounter:
             return 0
         j = self._last_stable(b)
         if head != NULL:
-            if head.start == a and head.horizon <= b and head.m <= j:
+            if _head_covers(head, a, b, j):
                 return head.count + self._from_boundary(head.m, j, b, scratch, bits)
             build = head.eager or head.asked == a
             head.asked = a
@@ -1007,10 +1013,10 @@ cdef class IntervalCounter:
         if self.head.start != a:
             return False
         b = self._byte(end)
-        if b - a > GIL_BYTES or self.head.horizon > b:
+        if b - a > GIL_BYTES:  # (_count_chars keeps the head for such slices only)
             return False
         j = self._last_stable(b)
-        if self.head.m > j:
+        if not _head_covers(&self.head, a, b, j):
             return False
         return self.head.count + (p[j].cum - p[self.head.m].cum) + (p[j].end < b) > tokens
 
