@@ -2,7 +2,7 @@
 
 A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` from Python
 (about 1 us for four fields), and ``object.__new__`` plus four ``object.__setattr__`` calls still
-cost a Python call each: the chunker makes one ``Chunk`` per chunk, thousands per MB. ``Maker``
+cost a Python call each: the chunker makes one ``Chunk`` per chunk, thousands per MB. ``Maker4``
 allocates the instance as ``object.__new__`` does (``tp_alloc``: zeroed, tracked by the garbage
 collector) and writes the fields into their slots, at the offsets of the class's member
 descriptors. Only for classes whose fields are all plain slots (checked when the maker is
@@ -12,7 +12,7 @@ tracked by the garbage collector, as CPython does for such tuples: it can be in 
 the chunker's lists of thousands of chunks triggered full collections.
 """
 
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 
 cdef extern from "Python.h":
