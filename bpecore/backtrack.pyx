@@ -17,8 +17,9 @@ whole-piece table (VocabView.pieces, one cache line for tokens up to 8 bytes). O
 to 32 bytes are looked up in the encoder's piece cache, shared across calls and threads
 (piececache.pyx, capped); longer ones, in texts of 4 KB or more, in a per-call direct-mapped cache
 (at most 16384 slots, 384 KB); so a repeated word costs a compare and a copy. Memory per call:
-the output vector (4 bytes per token) plus that per-call cache, and about 5 KB
-of stack per piece (longest matches of pieces up to 32 bytes, the pair memo of longer ones). The
+the output vector (4 bytes per token) plus that per-call cache, about 5 KB of stack for the
+pieces that wait to be merged, and about 5 KB of stack per piece (longest matches of pieces up
+to 32 bytes, the pair memo of longer ones). The
 encoder asks the kernel to back the vocab's large tables by huge pages (no extra memory).
 """
 
@@ -37,6 +38,9 @@ encoder asks the kernel to back the vocab's large tables by huge pages (no extra
 #   backtrack_memo (runs of whitespace or of a few bytes: pair memo and spine_rejects) (16, 20,
 #   21, 24); the memo is kept for the whole call in the caller's ``bits``, as pieces ask each
 #   other's pairs. short_backtrack (and short_tokens_probed) serve a vocab missing a byte's token.
+# - The pieces that miss the shared cache wait and are merged 16 side by side (merge_pending,
+#   merge_group): a merge's lookups miss the cache on text first seen and the next merge waits for
+#   them, so one piece at a time queues those misses (docs/perf/backtrack.md, "Pieces first seen").
 # - A run of one byte over 32 bytes is read from the periodic last tokens of its prefixes
 #   (backtrack_run), its repeats counted at once (docs/perf/backtrack.md, "The adversarial corpora").
 # - Misses are cut before the trie and pair tables: first2x, step3_filter, the pair filter and
@@ -50,7 +54,7 @@ from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memmove
 from libcpp.vector cimport vector
 
 from bpecore._hugepages cimport bpe_huge_pages
@@ -485,6 +489,108 @@ cdef Py_ssize_t merge_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
     return m
 
 
+cdef enum:
+    MERGE_GROUP = 16    #: pieces merged side by side by merge_group
+
+
+cdef struct MergeState:
+    # One piece of a merge_group: merge_tokens' tokens and ranks (4 entries of room for
+    # drop_at), and the pair keys whose lookups its last merge left pending (0: none).
+    uint32_t tok[SHORT_PIECE + 4]
+    uint32_t rank[SHORT_PIECE + 4]
+    const uint8_t* p
+    Py_ssize_t n
+    Py_ssize_t m        #: tokens in tok (-1: a byte has no token)
+    Py_ssize_t best     #: position of the last merge
+    uint64_t left       #: key of (tok[best - 1], tok[best]), or 0
+    uint64_t right      #: key of (tok[best], tok[best + 1]), or 0
+
+
+cdef inline void drop_at(uint32_t* a, Py_ssize_t i, Py_ssize_t m) noexcept nogil:
+    # a[i:m] = a[i + 1:m + 1], 4 entries per step (one 16-byte load and store; a has 4 entries of
+    # room past m).
+    while i < m:
+        memmove(&a[i], &a[i + 1], 16)
+        i += 4
+
+
+cdef inline uint64_t pair_key_fetched(const VocabView* v, uint32_t a, uint32_t b) noexcept nogil:
+    # pair_lookup's key of (a, b), with the filter word and first table slot it reads prefetched.
+    cdef uint64_t key = ((<uint64_t>a << 32) | b) + 1
+    cdef uint64_t hk = mul_hash(key)
+    cdef uint64_t f = hk >> v.pair_filter_shift
+    bpe_prefetch(&v.pair_filter[f >> 6])
+    bpe_prefetch(&v.pairs[(hk >> 32) & v.pair_mask])
+    return key
+
+
+cdef void merge_group(const VocabView* v, MergeState* st, Py_ssize_t g) noexcept nogil:
+    """merge_tokens of st[:g] side by side (st[j].p, st[j].n set, 2 <= n <= SHORT_PIECE; fills
+    st[j].tok[:m]). A pass over the pieces still merging reads each one's pending pair lookups
+    (prefetched a pass before), makes its next merge and prefetches what that merge leaves to
+    look up: on text first seen, a merge's lookups miss the cache and the next merge waits for
+    them, so merging one piece at a time queues those misses; here g pieces' misses overlap."""
+    cdef Py_ssize_t j, i, a, m, best, live = 0
+    cdef uint32_t r
+    cdef MergeState* q
+    cdef uint32_t* tok
+    cdef uint32_t* rank
+    cdef Py_ssize_t active[MERGE_GROUP]
+    for j in range(g):
+        q = &st[j]
+        q.m = q.n
+        for i in range(q.n):
+            q.tok[i] = v.byte_token[q.p[i]]
+            if q.tok[i] == NO_TOKEN:
+                q.m = -1
+        for i in range(q.n - 1):
+            bpe_prefetch(&v.first2x[(<uint32_t>q.p[i] << 8) | q.p[i + 1]])
+    for j in range(g):
+        q = &st[j]
+        if q.m < 0:
+            continue
+        for i in range(q.n - 1):
+            q.rank[i] = NO_TOKEN if bytes_stay_apart(v, q.p[i], q.p[i + 1]) else <uint32_t>(
+                v.first2x[(<uint32_t>q.p[i] << 8) | q.p[i + 1]] >> 32)
+        q.left = 0
+        q.right = 0
+        active[live] = j
+        live += 1
+    while live:
+        a = 0
+        for j in range(live):
+            q = &st[active[j]]
+            tok = q.tok
+            rank = q.rank
+            best = q.best
+            if q.left:
+                rank[best - 1] = pair_lookup(v, <uint32_t>((q.left - 1) >> 32), tok[best])
+            if q.right:
+                rank[best] = pair_lookup(v, tok[best], <uint32_t>(q.right - 1))
+            m = q.m
+            if m <= 1:
+                continue
+            best = 0
+            r = rank[0]
+            for i in range(1, m - 1):
+                if rank[i] < r:
+                    r = rank[i]
+                    best = i
+            if r == NO_TOKEN:
+                continue
+            tok[best] = r
+            m -= 1
+            drop_at(tok, best + 1, m)
+            drop_at(rank, best + 1, m - 1)   # rank[m - 1] is no pair now
+            q.m = m
+            q.best = best
+            q.left = pair_key_fetched(v, tok[best - 1], r) if best > 0 else 0
+            q.right = pair_key_fetched(v, r, tok[best + 1]) if best < m - 1 else 0
+            active[a] = active[j]
+            a += 1
+        live = a
+
+
 cdef Py_ssize_t short_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                              uint32_t* stack) noexcept nogil:
     """BPE of p[:n] (2 <= n <= SHORT_PIECE, not itself a token or not) into stack[:k]; returns k.
@@ -546,27 +652,45 @@ cdef Py_ssize_t short_backtrack(const VocabView* v, const uint8_t* p, Py_ssize_t
 
 def _short_loop(BacktrackEncoder enc, bytes data, offsets, int which, int reps):
     """Tokens of the pieces data[offsets[i]:offsets[i + 1]] (2..SHORT_PIECE bytes each), encoded
-    ``reps`` times by short_backtrack (which = 0) or short_tokens (1: the merge loop); with
-    reps = 0 the token lists of one round instead (tests compare the two)."""
+    ``reps`` times by short_backtrack (which = 0), short_tokens (1: the merge loop) or
+    merge_group (2: MERGE_GROUP pieces side by side), in one loop without the GIL; with reps = 0
+    the token lists of one round instead (tests compare them)."""
     cdef const VocabView* v = &enc.vocab.view
     cdef const uint8_t* d = data
     cdef vector[Py_ssize_t] off = offsets
     cdef uint32_t stack[SHORT_PIECE]
-    cdef Py_ssize_t total = 0, i, k, r
-    if reps == 0:
-        out = []
-        for i in range(off.size() - 1):
+    cdef MergeState group[MERGE_GROUP]
+    cdef Py_ssize_t total = 0, i, k, r, g, j, pieces = off.size() - 1
+    out = []
+    if reps == 0 and which != 2:
+        for i in range(pieces):
             k = (short_tokens if which else short_backtrack)(v, d + off[i], off[i + 1] - off[i], stack)
             out.append([stack[r] for r in range(k)])
         return out
-    with nogil:
-        for r in range(reps):
-            for i in range(off.size() - 1):
-                if which:
-                    total += short_tokens(v, d + off[i], off[i + 1] - off[i], stack)
-                else:
-                    total += short_backtrack(v, d + off[i], off[i + 1] - off[i], stack)
-    return total
+    for r in range(reps if reps else 1):
+        if which != 2:
+            with nogil:
+                for i in range(pieces):
+                    if which:
+                        total += short_tokens(v, d + off[i], off[i + 1] - off[i], stack)
+                    else:
+                        total += short_backtrack(v, d + off[i], off[i + 1] - off[i], stack)
+            continue
+        i = 0
+        while i < pieces:
+            with nogil:
+                g = 0
+                while g < MERGE_GROUP and i < pieces:
+                    group[g].p = d + off[i]
+                    group[g].n = off[i + 1] - off[i]
+                    g += 1
+                    i += 1
+                merge_group(v, group, g)
+                for j in range(g):
+                    total += group[j].m
+            if not reps:
+                out += [[group[j].tok[k] for k in range(group[j].m)] for j in range(g)]
+    return total if reps else out
 
 
 cdef Py_ssize_t backtrack_short(const VocabView* v, const uint8_t* p, Py_ssize_t n,
@@ -737,6 +861,41 @@ cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t 
     return k
 
 
+cdef Py_ssize_t merge_pending(const VocabView* v, MergeState* group, const uint64_t* hashes,
+                              const size_t* at, Py_ssize_t g, BpeCacheTable* shared,
+                              vector[uint32_t]& out, bint count_only) noexcept nogil:
+    """The pieces group[:g] that missed the shared cache, merged (merge_group; short_backtrack for
+    a piece with a byte that has no token) and remembered in ``shared`` under their hashes.
+    Returns their token count; unless ``count_only``, their tokens are also put where each piece
+    was met: at[j], the size ``out`` had then (ascending), the tokens after it moved up."""
+    cdef Py_ssize_t j, k, total = 0
+    cdef size_t src_end, dst_end, seg
+    merge_group(v, group, g)
+    for j in range(g):
+        k = group[j].m
+        if k < 0:
+            k = short_backtrack(v, group[j].p, group[j].n, group[j].tok)
+            group[j].m = k
+        total += k
+        bpe_cache_put(shared, hashes[j], group[j].p, <int>group[j].n, group[j].tok, <int>k)
+    if count_only:
+        return total
+    src_end = out.size()
+    out.resize(src_end + total)
+    dst_end = out.size()
+    j = g - 1
+    while j >= 0:   # from the last piece back, so nothing is overwritten before it moves
+        seg = src_end - at[j]
+        dst_end -= seg
+        if seg:
+            memmove(&out[dst_end], &out[at[j]], seg * sizeof(uint32_t))
+        dst_end -= <size_t>group[j].m
+        memcpy(&out[dst_end], group[j].tok, group[j].m * sizeof(uint32_t))
+        src_end = at[j]
+        j -= 1
+    return total
+
+
 cdef struct CacheSlot:
     uint64_t hash       #: piece_hash of the piece
     uint32_t start      #: byte offset of an earlier occurrence in the text
@@ -813,7 +972,8 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     table's cache misses overlap instead of queueing one per piece. A one-byte piece is
     ``byte_token``; a piece that is a token costs one probe of the whole-piece table. Other pieces
     go through backtrack_piece. Those of up to BPE_CACHE_KEY bytes are looked up in, or added to,
-    the ``shared`` piece cache (piececache.pyx) when there is one; the others, in texts of
+    the ``shared`` piece cache (piececache.pyx) when there is one (the ones it misses wait and are
+    merged MERGE_GROUP at a time, merge_pending); the others, in texts of
     CACHE_MIN_TEXT bytes or more, are remembered in a direct-mapped cache local to this call (key:
     the piece's bytes, found again by memcmp against the text), and so are all of them once a
     call has left the shared cache (below). Either way a repeated word is copied instead of
@@ -841,6 +1001,14 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     # call, if it is long enough to have one: a lookup and an insert that both miss cost a
     # quarter of such a count (docs/perf/backtrack.md, "Short pieces by merging").
     cdef bint local_only = False
+    # The pieces that miss the shared cache wait and are merged MERGE_GROUP at a time
+    # (merge_pending: their lookups' cache misses overlap); before the call's own cache is read
+    # or written (its slots hold positions in ``out``), the ones waiting are done.
+    cdef MergeState group[MERGE_GROUP]
+    cdef uint64_t group_hash[MERGE_GROUP]
+    cdef size_t group_at[MERGE_GROUP]
+    cdef Py_ssize_t pending = 0
+    cdef bint defer = shared != NULL and v.n_whole_only == 0
     cdef const BpeCacheTable* ahead = shared   # whose buckets cut_block prefetches
     while cache_bits < CACHE_MAX_BITS and (n >> (cache_bits + 6)) > 0:
         cache_bits += 1
@@ -878,7 +1046,22 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                 if use_cache and misses == SHARED_TRIAL and hits * 16 < misses:
                     local_only = True   # every piece below takes the local cache (elif)
                     ahead = NULL
+                if defer:
+                    group[pending].p = p
+                    group[pending].n = length
+                    group_hash[pending] = h
+                    group_at[pending] = out.size()
+                    pending += 1
+                    if pending == MERGE_GROUP:
+                        total += merge_pending(v, group, group_hash, group_at, pending, shared, out,
+                                               count_only)
+                        pending = 0
+                    continue
             elif use_cache:
+                if pending:
+                    total += merge_pending(v, group, group_hash, group_at, pending, shared, out,
+                                           count_only)
+                    pending = 0
                 if cache.size() == 0:
                     cache.resize(1 << cache_bits)
                 slot = &cache[h >> (64 - cache_bits)]
@@ -916,6 +1099,8 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
         cur = nxt
         nxt = q
         cur_n = next_n
+    if pending:
+        total += merge_pending(v, group, group_hash, group_at, pending, shared, out, count_only)
     if shared != NULL:
         bpe_cache_count(shared, hits, misses)
     return total if count_only else <Py_ssize_t>out.size()

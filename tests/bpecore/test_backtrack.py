@@ -362,6 +362,15 @@ def _merged_and_backtracked(enc, pieces: list[bytes]) -> tuple[list, list]:
     )
 
 
+def _grouped(enc, pieces: list[bytes]) -> list:
+    from bpecore import backtrack
+
+    data, offsets = b"".join(pieces), [0]
+    for p in pieces:
+        offsets.append(offsets[-1] + len(p))
+    return backtrack._short_loop(enc._core, data, offsets, 2, 0)
+
+
 @pytest.mark.parametrize("name", [*ENCODINGS, "r50k_base", "p50k_base", "tekken"])
 def test_short_pieces_merged_as_backtracked_on_corpora(name, corpus):
     import regex
@@ -383,6 +392,10 @@ def test_short_pieces_merged_as_backtracked_on_corpora(name, corpus):
     assert len(pieces) > 20_000
     merged, backtracked = _merged_and_backtracked(enc, pieces)
     bad = [p for p, a, b in zip(pieces, merged, backtracked) if a != b]
+    assert not bad, bad[:5]
+    # merge_group: 16 pieces side by side, as encode_text merges the pieces that miss the cache
+    grouped = _grouped(enc, pieces)
+    bad = [p for p, a, b in zip(pieces, grouped, backtracked) if a != b]
     assert not bad, bad[:5]
 
 
@@ -414,8 +427,10 @@ def test_short_pieces_merged_as_backtracked_generated(name, token_bytes, data):
             max_size=50,
         )
     )
-    merged, backtracked = _merged_and_backtracked(bpecore.get_encoding(name), pieces)
+    enc = bpecore.get_encoding(name)
+    merged, backtracked = _merged_and_backtracked(enc, pieces)
     assert merged == backtracked
+    assert _grouped(enc, pieces) == backtracked
 
 
 def test_short_pieces_merged_on_the_toy_vocab(toy_encoding):

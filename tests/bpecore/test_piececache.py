@@ -261,3 +261,36 @@ def test_growth_carries_entries_over(name):
     fresh = enc._core.piece_cache.info()["misses"]
     assert carried * 2 < fresh, (carried, fresh)
     assert enc.encode_ordinary(part) == off.encode_ordinary(part)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_pieces_that_miss_wait_and_land_in_place(name):
+    """encode_text holds back the pieces that miss the shared cache and merges them 16 at a time
+    (backtrack.merge_pending), then puts their tokens where each piece was met. A long piece (over
+    32 bytes: the call's own cache, whose slots hold positions in the output) must find the
+    earlier ones done; the call ends with some waiting; a text of only new pieces fills groups.
+    Every answer equal to the cache off, encode and count."""
+    rng = random.Random(11)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def word() -> str:  # a new piece of 6-14 letters: almost never a token
+        return " " + "".join(rng.choice(letters) for _ in range(rng.randrange(6, 15)))
+
+    long_piece = " " + "".join(rng.choice(letters) for _ in range(40))  # one piece, 41 bytes
+    parts = []
+    for i in range(400):
+        parts += [word() for _ in range(rng.randrange(0, 20))]
+        parts.append(long_piece if i % 3 else " the end.")
+    texts = [
+        "".join(parts),  # over 4 KB: the call's own cache serves the long piece's repeats
+        "".join(parts[:37]),  # short: no own cache, pieces still waiting at the end
+        "".join(word() for _ in range(16 * 20 + 5)),
+    ]
+    off = twin(name, 0)
+    for t in texts:
+        on = twin(name, 1 << 20)  # empty: every new word misses
+        expected = off.encode_ordinary(t)
+        assert on.encode_ordinary(t) == expected
+        on._core.piece_cache.clear()
+        assert on.count(t) == len(expected)
+        assert on._core.piece_cache.info()["misses"] > 16
