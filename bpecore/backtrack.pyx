@@ -531,7 +531,7 @@ cdef void merge_group(const VocabView* v, MergeState* st, Py_ssize_t g) noexcept
     look up: on text first seen, a merge's lookups miss the cache and the next merge waits for
     them, so merging one piece at a time queues those misses; here g pieces' misses overlap."""
     cdef Py_ssize_t j, i, a, m, best, live = 0
-    cdef uint32_t r
+    cdef uint32_t r, x
     cdef MergeState* q
     cdef uint32_t* tok
     cdef uint32_t* rank
@@ -572,10 +572,10 @@ cdef void merge_group(const VocabView* v, MergeState* st, Py_ssize_t g) noexcept
                 continue
             best = 0
             r = rank[0]
-            for i in range(1, m - 1):
-                if rank[i] < r:
-                    r = rank[i]
-                    best = i
+            for i in range(1, m - 1):   # conditional moves: the prefetches hide the misses here
+                x = rank[i]
+                best = i if x < r else best
+                r = x if x < r else r
             if r == NO_TOKEN:
                 continue
             tok[best] = r
