@@ -63,7 +63,7 @@ from bpecore._piececache cimport (
 )  # the vocab's random-access tables (Performance notes, step 14)
 from bpecore._simd cimport bpe_prefetch
 from bpecore._types cimport NO_TOKEN
-from bpecore.utf8 cimport NOGIL_UTF8_CHARS, utf8_fill, utf8_offsets, utf8_size
+from bpecore.utf8 cimport NOGIL_UTF8_CHARS, Utf8Buffer, utf8_fill, utf8_offsets, utf8_size
 from bpecore._classes cimport PAT_NONE, PAT_REGEX
 from bpecore.piececache cimport CacheTable, PieceCache
 from bpecore.pretokenize cimport next_piece_end, next_piece_ends
@@ -1157,7 +1157,7 @@ cdef array.array _UINT32 = _array.array("I")
 
 
 cdef int text_utf8(BacktrackEncoder enc, str text, const uint8_t** s, Py_ssize_t* n,
-                   vector[Py_ssize_t]& ends, vector[uint8_t]& buf) except -1:
+                   vector[Py_ssize_t]& ends, Utf8Buffer& buf) except -1:
     """``enc._pieces(text, s, n, ends)``, but a long non-ASCII text (hand-written scanners only) is
     turned into UTF-8 in ``buf`` with the GIL released; the str is immutable and the caller holds
     it. Lone surrogates raise UnicodeEncodeError, as PyUnicode_AsUTF8AndSize does."""
@@ -1165,6 +1165,7 @@ cdef int text_utf8(BacktrackEncoder enc, str text, const uint8_t** s, Py_ssize_t
     cdef unsigned int kind
     cdef const void* data
     cdef PyCompactUnicodeObject* cached
+    cdef uint8_t* out = NULL
     if enc.kind == PAT_REGEX or m < NOGIL_UTF8_CHARS or text.isascii():
         return enc._pieces(text, s, n, ends)
     if PyUnicode_IS_COMPACT(text):
@@ -1178,11 +1179,14 @@ cdef int text_utf8(BacktrackEncoder enc, str text, const uint8_t** s, Py_ssize_t
     with nogil:
         size = utf8_size(kind, data, m)
         if size >= 0:
-            buf.resize(size)
-            utf8_fill(kind, data, m, buf.data())
+            out = buf.get(size)
+            if out != NULL:
+                utf8_fill(kind, data, m, out)
     if size < 0:
         raise UnicodeEncodeError("utf-8", text, 0, m, "surrogates not allowed")
-    s[0] = buf.data()
+    if out == NULL:
+        raise MemoryError()
+    s[0] = out
     n[0] = size
     return 0
 
@@ -1241,7 +1245,7 @@ cdef class BacktrackEncoder:
         cdef Py_ssize_t n
         cdef vector[Py_ssize_t] ends
         cdef vector[uint32_t] out
-        cdef vector[uint8_t] buf
+        cdef Utf8Buffer buf
         cdef CacheTable table = self.piece_cache.get()   # held for the call: set_cache_size may replace it
         text_utf8(self, text, &s, &n, ends, buf)
         with nogil:
@@ -1256,7 +1260,7 @@ cdef class BacktrackEncoder:
         cdef vector[Py_ssize_t] ends
         cdef vector[uint32_t] out
         cdef const uint32_t* id_map = self.vocab.ids.data() if self.vocab.ids.size() else NULL
-        cdef vector[uint8_t] buf
+        cdef Utf8Buffer buf
         cdef CacheTable table = self.piece_cache.get()   # held for the call: set_cache_size may replace it
         text_utf8(self, text, &s, &n, ends, buf)
         with nogil:
@@ -1276,7 +1280,7 @@ cdef class BacktrackEncoder:
         cdef Py_ssize_t n, total
         cdef vector[Py_ssize_t] ends
         cdef vector[uint32_t] scratch
-        cdef vector[uint8_t] buf
+        cdef Utf8Buffer buf
         cdef CacheTable table = self.piece_cache.get()   # held for the call: set_cache_size may replace it
         text_utf8(self, text, &s, &n, ends, buf)
         with nogil:

@@ -21,6 +21,36 @@ from bpecore._simd cimport (
     popcount64,
 )
 
+cdef extern from *:
+    """
+    #ifndef BPE_UTF8_BUFFER
+    #define BPE_UTF8_BUFFER
+    #include <cstdlib>
+    // Bytes for utf8_fill, not zeroed first: std::vector<uint8_t>::resize zeroes them, a memset of
+    // the whole text that utf8_fill then overwrites. Grows, never shrinks; freed with it.
+    struct BpeUtf8Buffer {
+        unsigned char* p = nullptr;
+        size_t cap = 0;
+        BpeUtf8Buffer() {}
+        BpeUtf8Buffer(const BpeUtf8Buffer&) = delete;
+        BpeUtf8Buffer& operator=(const BpeUtf8Buffer&) = delete;
+        ~BpeUtf8Buffer() { std::free(p); }
+        unsigned char* get(size_t n) {  // room for n bytes, or NULL when memory is short
+            if (n > cap) {
+                std::free(p);
+                p = (unsigned char*)std::malloc(n ? n : 1);
+                cap = p ? n : 0;
+            }
+            return p;
+        }
+    };
+    #endif
+    """
+    #: Room for utf8_fill's output, not zeroed: ``get(n)`` gives n bytes (NULL when memory is short).
+    cppclass Utf8Buffer "BpeUtf8Buffer":
+        uint8_t* get(size_t n) noexcept nogil
+
+
 #: Non-ASCII texts of at least this many characters are turned into UTF-8 with the GIL released
 #: (backtrack's ``text_utf8``, batch's claiming threads): PyUnicode_AsUTF8AndSize holds it for
 #: about 2.5 ns per character (7 ms for 2.8 M characters), time in which no other thread (a
