@@ -166,3 +166,69 @@ static inline unsigned bpe_ascii16_u32(const uint32_t* p, uint8_t* out) {
     return mask;
 }
 #endif
+
+/* Classes of 64 ASCII bytes as bitmasks (bit i for p[i]), for the block scanner of
+   pretokenize.pyx: [a-z], [A-Z], [0-9], ' ', the other ASCII \s but \r \n (\t \v \f), \r \n, '/',
+   '\'', and bytes >= 0x80. bpe_classify64 reads exactly p[0..64). SSE2 (range tests by a signed
+   compare after an offset, one movemask per class and 16 bytes) when BPE_SSE2, else the scalar
+   twin bpe_classify64_scalar, which the tests hold it to. */
+typedef struct {
+    uint64_t lower, upper, digit, space, other_ws, newline, slash, quote, wide;
+} BpeAsciiMasks;
+
+static inline void bpe_classify64_scalar(const uint8_t* p, BpeAsciiMasks* m) {
+    int i;
+    m->lower = m->upper = m->digit = m->space = m->other_ws = m->newline = m->slash = m->quote =
+        m->wide = 0;
+    for (i = 0; i < 64; ++i) {
+        uint8_t c = p[i];
+        uint64_t b = (uint64_t)1 << i;
+        if (c >= 'a' && c <= 'z') m->lower |= b;
+        else if (c >= 'A' && c <= 'Z') m->upper |= b;
+        else if (c >= '0' && c <= '9') m->digit |= b;
+        else if (c == ' ') m->space |= b;
+        else if (c == '\t' || c == 0x0B || c == 0x0C) m->other_ws |= b;
+        else if (c == '\n' || c == '\r') m->newline |= b;
+        else if (c == '/') m->slash |= b;
+        else if (c == '\'') m->quote |= b;
+        else if (c >= 0x80) m->wide |= b;
+    }
+}
+
+#if BPE_SSE2
+/* 0xFF in the lanes of v within [lo, hi] (hi - lo < 128). */
+#define BPE_IN_RANGE(v, lo, hi) \
+    _mm_cmplt_epi8(_mm_add_epi8((v), _mm_set1_epi8((char)(0x80 - (lo)))), \
+                   _mm_set1_epi8((char)(-128 + ((hi) - (lo) + 1))))
+#define BPE_MASK16(x) ((uint64_t)(uint16_t)_mm_movemask_epi8(x))
+
+static inline void bpe_classify64(const uint8_t* p, BpeAsciiMasks* m) {
+    int k;
+    m->lower = m->upper = m->digit = m->space = m->other_ws = m->newline = m->slash = m->quote =
+        m->wide = 0;
+    for (k = 0; k < 4; ++k) {
+        __m128i v = _mm_loadu_si128((const __m128i*)(p + 16 * k));
+        int s = 16 * k;
+        m->lower |= BPE_MASK16(BPE_IN_RANGE(v, 'a', 'z')) << s;
+        m->upper |= BPE_MASK16(BPE_IN_RANGE(v, 'A', 'Z')) << s;
+        m->digit |= BPE_MASK16(BPE_IN_RANGE(v, '0', '9')) << s;
+        m->space |= BPE_MASK16(_mm_cmpeq_epi8(v, _mm_set1_epi8(' '))) << s;
+        m->other_ws |= BPE_MASK16(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\t')),
+                                               BPE_IN_RANGE(v, 0x0B, 0x0C))) << s;
+        m->newline |= BPE_MASK16(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\n')),
+                                              _mm_cmpeq_epi8(v, _mm_set1_epi8('\r')))) << s;
+        m->slash |= BPE_MASK16(_mm_cmpeq_epi8(v, _mm_set1_epi8('/'))) << s;
+        m->quote |= BPE_MASK16(_mm_cmpeq_epi8(v, _mm_set1_epi8('\''))) << s;
+        m->wide |= BPE_MASK16(v) << s;
+    }
+}
+#else
+#define bpe_classify64 bpe_classify64_scalar
+#endif
+
+/* Index of the highest set bit of x (x != 0). */
+#if defined(__GNUC__)
+static inline int bpe_top64(uint64_t x) { return 63 - __builtin_clzll(x); }
+#else
+static inline int bpe_top64(uint64_t x) { int k = 63; while (!(x >> k)) --k; return k; }
+#endif

@@ -24,3 +24,12 @@ cdef extern from "bpecore/_simd.h" nogil:
     unsigned bpe_ascii16_u8(const uint8_t* p, uint8_t* out) noexcept
     unsigned bpe_ascii16_u16(const uint16_t* p, uint8_t* out) noexcept
     unsigned bpe_ascii16_u32(const uint32_t* p, uint8_t* out) noexcept
+
+cdef extern from "bpecore/_simd.h" nogil:
+    ctypedef struct BpeAsciiMasks:
+        uint64_t lower, upper, digit, space, other_ws, newline, slash, quote, wide
+    #: Classes of p[0..64) as bitmasks (SSE2 when BPE_SSE2, else the scalar twin).
+    void bpe_classify64(const uint8_t* p, BpeAsciiMasks* m) noexcept
+    void bpe_classify64_scalar(const uint8_t* p, BpeAsciiMasks* m) noexcept
+    #: Index of the highest set bit of x (x != 0).
+    int bpe_top64(uint64_t x) noexcept

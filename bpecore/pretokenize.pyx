@@ -13,7 +13,8 @@ Cost: O(n) to cut a whole text of n bytes, average and worst case. The patterns'
 is resolved in one forward pass by remembering positions (last \\r/\\n, last Lm/Lo/M, start of
 the last \\s), so a call reads its piece plus one more character, except that o200k may read a
 run of capitals up to 3 times (worst input: "\\u0301" + "A" * k + "."). ASCII letter and digit
-runs are tested 8 bytes at a time; other characters cost one or two table reads. Memory: no
+runs are tested 8 bytes at a time; other characters cost one or two table reads. cl100k and
+o200k cut 64 ASCII bytes at a time from their classes as bitmasks (ascii_block, SSE2). Memory: no
 allocation, nogil; the code point tables are 38.5 KB of static data shared by all calls (69 KB
 with the second flag byte, which only the DeepSeek V3 scanner reads).
 """
@@ -31,6 +32,10 @@ with the second flag byte, which only the DeepSeek V3 scanner reads).
 # - o200k_ascii_other cuts digits, punctuation and whitespace runs from one class table before
 #   o200k_end; the chain word path -> other path -> o200k_end is written out in both
 #   next_piece_end and next_piece_ends, as a shared inline helper stayed out of line (9).
+# - cl100k and o200k: where 8 ASCII bytes follow a piece start that is not a digit, ascii_block
+#   finds the piece starts of up to 64 bytes with bit operations on their classes (SSE2 compares,
+#   the scalar twin without SSE2), and the scanners take the rest: one mispredicted branch per
+#   piece was what they cost on ASCII text (docs/perf/pretokenize.md, "Block scanner").
 # - DEEPSEEK3_PATTERN: each character gets one class (DS_*) from one table read (ASCII) or both
 #   flag bytes, and deepseek3_end decides on the first two classes, which replaced `regex`'s
 #   lookahead per character (docs/perf/pretokenize.md, "DeepSeek V3 scanner").
@@ -40,7 +45,7 @@ with the second flag byte, which only the DeepSeek V3 scanner reads).
 # The measurements behind these decisions: docs/perf/pretokenize.md.
 
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 from libcpp.vector cimport vector
 
 from bpecore._classes cimport (
@@ -49,7 +54,7 @@ from bpecore._classes cimport (
     PAT_DEEPSEEK3, PAT_FALCON, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX, PAT_STARCODER,
     PAT_TEKKEN, o200k_words,
 )
-from bpecore._simd cimport BPE_SWAR, bpe_ctz64
+from bpecore._simd cimport BPE_SWAR, BpeAsciiMasks, bpe_classify64, bpe_classify64_scalar, bpe_ctz64, bpe_top64
 
 cdef extern from "bpecore/_unicode_tables.h":
     const int BPE_UT_SHIFT
@@ -1263,6 +1268,214 @@ cdef Py_ssize_t open_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
     return j
 
 
+# ---------------------------------------------------------------------------------------------
+# The block scanner of O200K_PATTERN and CL100K_PATTERN: the piece starts of up to 64 ASCII bytes
+# at once, from their classes as bitmasks (bit i for byte pos + i; "x << 1" has bit i when x has
+# bit i - 1: the byte before). Every rule of the two patterns on ASCII comes down to a byte's
+# class and its neighbours', but for runs: a whitespace run's last \r or \n, digits in threes,
+# contractions (loops over those). Only the starts that more bytes cannot change are given: those
+# before the run that reaches the window's end (or a byte over 0x7F) and before the byte ahead of
+# it. Branches per piece were what the scanners below cost (a mispredicted one per piece or so).
+
+cdef enum:
+    BLOCK_BYTES = 64
+
+
+cdef inline uint64_t low_bits(Py_ssize_t k) noexcept nogil:
+    # The k lowest bits (0 <= k <= 64).
+    return <uint64_t>0xFFFFFFFFFFFFFFFFULL if k >= 64 else (<uint64_t>1 << k) - 1
+
+
+cdef inline Py_ssize_t run_end_bit(uint64_t m, Py_ssize_t r) noexcept nogil:
+    # End of the run of set bits of m from bit r (64 if it reaches the top).
+    cdef uint64_t x = ~(m >> r)
+    return 64 if x == 0 else r + bpe_ctz64(x)
+
+
+cdef inline uint64_t fill_forward(uint64_t g, uint64_t p) noexcept nogil:
+    # The bits of p reached from a bit of g (g within p) by steps to the next bit while in p.
+    g |= p & (g << 1)
+    p &= p << 1
+    g |= p & (g << 2)
+    p &= p << 2
+    g |= p & (g << 4)
+    p &= p << 4
+    g |= p & (g << 8)
+    p &= p << 8
+    g |= p & (g << 16)
+    p &= p << 16
+    g |= p & (g << 32)
+    return g
+
+
+cdef inline Py_ssize_t contraction_len(const uint8_t* s, Py_ssize_t e, Py_ssize_t size) noexcept nogil:
+    # Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at s[e] (a quote), 0 if none; -1 when it needs a byte
+    # at or past ``size``.
+    cdef uint32_t c1, c2
+    if e + 1 >= size:
+        return -1
+    c1 = s[e + 1] | 0x20
+    if c1 == 0x73 or c1 == 0x74 or c1 == 0x6D or c1 == 0x64:   # s t m d
+        return 2
+    if c1 != 0x72 and c1 != 0x76 and c1 != 0x6C:
+        return 0
+    if e + 2 >= size:
+        return -1
+    c2 = s[e + 2] | 0x20
+    if (c1 == 0x72 and c2 == 0x65) or (c1 == 0x76 and c2 == 0x65) or (c1 == 0x6C and c2 == 0x6C):
+        return 3                                                # re ve ll
+    return 0
+
+
+cdef Py_ssize_t ascii_block(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t* ends,
+                            Py_ssize_t k, bint o200k, Py_ssize_t* wide) noexcept nogil:
+    """Up to ``k`` successive piece ends after ``pos`` (a piece start, pos < n) from the 64 bytes
+    there, for O200K_PATTERN (``o200k``) or CL100K_PATTERN; 0 when none is certain (a byte over
+    0x7F within reach, or one run over the window): the caller takes a piece the slow way. Equal
+    to o200k_end's and cl100k_end's ends (tests). ``wide[0]``: where the first byte over 0x7F in
+    the window is (n if none), so the caller need not ask again before it."""
+    cdef uint8_t tail[BLOCK_BYTES]
+    cdef BpeAsciiMasks c
+    cdef Py_ssize_t size = n - pos, j = 0, e, r, b, x, limit
+    cdef bint at_end = size <= BLOCK_BYTES
+    cdef uint64_t valid, L, S, WS, R, P, P2, absorbed, WSe, LS, PF, PS, starts, m, inv, group
+    if at_end:
+        memset(tail, 0, BLOCK_BYTES)
+        memcpy(tail, s + pos, size)
+        bpe_classify64(tail, &c)
+    else:
+        bpe_classify64(s + pos, &c)
+        size = BLOCK_BYTES
+    valid = low_bits(size)
+    wide[0] = n
+    if c.wide & valid:
+        size = bpe_ctz64(c.wide & valid)   # the window ends before it, not at the text's end
+        wide[0] = pos + size
+        at_end = False
+        if size < 2:
+            return 0
+        valid = low_bits(size)
+    L = (c.lower | c.upper) & valid
+    S = (c.space | c.other_ws) & valid
+    R = c.newline & valid
+    WS = S | R
+    P = valid & ~(L | c.digit | WS)
+    # the \r \n right after a punctuation run are its own (o200k: and '/', `[\r\n/]*`)
+    absorbed = fill_forward(R & (P << 1), (R | (c.slash & valid)) if o200k else R)
+    P2 = P & ~absorbed
+    WSe = WS & ~absorbed
+    # words: a letter run starts one (o200k: and so does [A-Z] after [a-z], case runs); one
+    # character of [^\r\n\p{L}\p{N}] before a letter run is its prefix, unless it is punctuation
+    # after punctuation or after a space (a punctuation run then, ` ?[^\s\p{L}\p{N}]+`)
+    LS = L & ~(L << 1)
+    PF = (S | P2) & (LS >> 1) & ~(P2 & ((P2 | c.space) << 1))
+    starts = (LS & ~(PF << 1)) | PF
+    if o200k:
+        starts |= c.upper & (c.lower << 1)
+    # punctuation runs, from the space before them if there is one
+    PS = P2 & ~(P2 << 1)
+    starts |= (PS & ~(c.space << 1)) | (c.space & (PS >> 1))
+    # whitespace runs: their first byte; the byte after their last \r \n (`\s*[\r\n]`); their
+    # last byte when it follows another \s and a \S follows it (`\s+(?!\S)`)
+    starts |= WSe & ~(WSe << 1)
+    starts |= S & ((valid & ~WS) >> 1) & (S << 1)
+    m = R & WSe
+    while m:
+        r = bpe_ctz64(m)
+        b = run_end_bit(WSe, r)
+        x = bpe_top64(m & low_bits(b))
+        if x + 1 < b:
+            starts |= <uint64_t>1 << (x + 1)
+        m &= ~low_bits(b)
+    # cl100k: `\s++$`, the whitespace run that ends the text is one piece
+    if at_end and not o200k and (WSe >> (size - 1)) & 1:
+        inv = valid & ~WSe
+        starts &= low_bits(bpe_top64(inv) + 2) if inv else 1
+    # digits: `\p{N}{1,3}`
+    m = c.digit & valid & ~(c.digit << 1)
+    starts |= m
+    while m:
+        r = bpe_ctz64(m)
+        b = run_end_bit(c.digit & valid, r)
+        r += 3
+        while r < b:
+            starts |= <uint64_t>1 << r
+            r += 3
+        m &= m - 1
+    # where more bytes could still change a start: the run that reaches the window's end (of
+    # letters, digits, whitespace or other) and the byte before it
+    limit = size
+    if not at_end:
+        x = size - 1
+        group = L if (L >> x) & 1 else (c.digit if (c.digit >> x) & 1 else (WS if (WS >> x) & 1 else P))
+        inv = valid & ~group
+        limit = bpe_top64(inv) if inv else 0   # the final run starts at limit + 1
+        if group == c.digit:    # but digits go in threes from where their run starts
+            limit = size
+    # contractions, (?i:'s|'t|'re|'ve|'m|'ll|'d): o200k ends a word with one (a quote after a
+    # letter, not after the letter of another contraction); cl100k makes one a piece of its own
+    # wherever a piece starts at a quote (after a letter, digit, \r \n or other \s than ' ')
+    if o200k:
+        m = c.quote & valid & (L << 1)
+    else:
+        m = c.quote & valid & ~((P2 | c.space) << 1)
+    b = -1                                   # where the last contraction ended
+    while m:
+        e = bpe_ctz64(m)
+        m &= m - 1
+        if e >= limit:
+            break
+        if o200k and e == b:                 # its letter was a contraction's: a new piece
+            continue
+        x = contraction_len(s + pos, e, size)
+        if x < 0:
+            if at_end:
+                continue
+            limit = e
+            break
+        if x:
+            if o200k:
+                starts &= ~(low_bits(x) << e)
+            b = e + x
+            if b < size and (L >> b) & 1:
+                starts |= <uint64_t>1 << b
+    starts &= low_bits(limit) & ~<uint64_t>1
+    while starts and j < k:
+        ends[j] = pos + bpe_ctz64(starts)
+        j += 1
+        starts &= starts - 1
+    if at_end and not starts and j < k:
+        ends[j] = pos + size
+        j += 1
+    return j
+
+
+def _block_ends(int kind, const uint8_t[::1] utf8, Py_ssize_t pos):
+    """ascii_block's ends from ``pos`` (a piece start), all it gives (tests)."""
+    cdef Py_ssize_t ends[BLOCK_BYTES + 1]
+    if kind != PAT_O200K and kind != PAT_CL100K:
+        raise ValueError("no block scanner for kind %r" % kind)
+    if not 0 <= pos < utf8.shape[0]:
+        return []
+    cdef Py_ssize_t wide
+    cdef Py_ssize_t got = ascii_block(&utf8[0], utf8.shape[0], pos, ends, BLOCK_BYTES + 1,
+                                      kind == PAT_O200K, &wide)
+    return [ends[i] for i in range(got)]
+
+
+def _classify64(const uint8_t[::1] data, bint scalar):
+    """bpe_classify64 (or its scalar twin) of data[:64], as a dict of masks (tests)."""
+    cdef BpeAsciiMasks c
+    if data.shape[0] < 64:
+        raise ValueError("64 bytes needed")
+    if scalar:
+        bpe_classify64_scalar(&data[0], &c)
+    else:
+        bpe_classify64(&data[0], &c)
+    return dict(lower=c.lower, upper=c.upper, digit=c.digit, space=c.space, other_ws=c.other_ws,
+                newline=c.newline, slash=c.slash, quote=c.quote, wide=c.wide)
+
+
 cdef Py_ssize_t next_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
     cdef Py_ssize_t e
     if kind == PAT_CL100K:
@@ -1286,20 +1499,43 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
                                 Py_ssize_t* ends, Py_ssize_t k) noexcept nogil:
     """Up to ``k`` successive piece ends from ``pos``: one call (and one dispatch on ``kind``) for a
     batch of pieces instead of one per piece (Performance notes, step 8)."""
-    cdef Py_ssize_t j = 0, e
+    cdef Py_ssize_t j = 0, e, wide = 0
+    cdef uint64_t head
     if kind == PAT_O200K:
         while j < k and pos < n:
-            e = o200k_ascii_word(s, n, pos)
-            if e < 0:
+            if O200K_KIND[s[pos]] == K_DIGIT:   # digits: straight to their path
                 e = o200k_ascii_other(s, n, pos)
+            else:
+                if pos + 8 <= n and pos >= wide:   # ASCII ahead: the block scanner
+                    memcpy(&head, s + pos, 8)
+                    if not (head & <uint64_t>0x8080808080808080ULL):
+                        e = ascii_block(s, n, pos, ends + j, k - j, True, &wide)
+                        if e:
+                            j += e
+                            pos = ends[j - 1]
+                            continue
+                e = o200k_ascii_word(s, n, pos)
+                if e < 0:
+                    e = o200k_ascii_other(s, n, pos)
             pos = e if e >= 0 else o200k_end(s, n, pos)
             ends[j] = pos
             j += 1
     elif kind == PAT_CL100K:
         while j < k and pos < n:
-            e = cl100k_ascii_word(s, n, pos)
-            if e < 0:
+            if O200K_KIND[s[pos]] == K_DIGIT:   # digits: straight to their path
                 e = cl100k_ascii_other(s, n, pos)
+            else:
+                if pos + 8 <= n and pos >= wide:   # ASCII ahead: the block scanner
+                    memcpy(&head, s + pos, 8)
+                    if not (head & <uint64_t>0x8080808080808080ULL):
+                        e = ascii_block(s, n, pos, ends + j, k - j, False, &wide)
+                        if e:
+                            j += e
+                            pos = ends[j - 1]
+                            continue
+                e = cl100k_ascii_word(s, n, pos)
+                if e < 0:
+                    e = cl100k_ascii_other(s, n, pos)
             pos = e if e >= 0 else cl100k_end(s, n, pos)
             ends[j] = pos
             j += 1

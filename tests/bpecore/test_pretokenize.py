@@ -628,3 +628,97 @@ def test_hyp_deepseek_runs_match_regex(text):
     data = text.encode()
     assert split(DEEPSEEK3_PATTERN, text) == regex.findall(DEEPSEEK3_PATTERN, text)
     assert piece_ends(DEEPSEEK3_PATTERN, data) == _piece_ends_one_by_one(8, data)
+
+
+# --- the block scanner (cl100k, o200k) ---------------------------------------------------------
+#
+# pretokenize.ascii_block cuts up to 64 ASCII bytes at once from their classes as bitmasks, and
+# gives only the ends more bytes cannot change; next_piece_ends uses it wherever 8 ASCII bytes
+# follow (test_batched_ends_equal_single holds it to the scanners one piece at a time). Here it
+# is asked from every piece start, so every window position and every window end is met.
+
+BLOCK_KINDS = [pytest.param("cl100k", id="cl100k"), pytest.param("o200k", id="o200k")]
+
+#: ASCII that decides the two patterns' cuts, contractions in both cases, runs longer than the
+#: 64-byte window, and a few characters over 0x7F (the window stops before them).
+BLOCK_CHUNKS = [
+    *"aAzZ09 \t\n\r\x0b\x0c\x1c\x00'/.,-_(){}:;\"!?",
+    *["'s", "'T", "'re", "'LL", "'ve", "'d", "'m", "'x", "''", "  ", "\n\n", " /", "\r\n"],
+    *["camelCase", "HTTPServer", "don't", "I'M", "12345", "./\n/", "\t\t."],
+    *["a" * 70, " " * 70, "1" * 70, "\n" * 70, "." * 70],
+    *["\u00e9", "\u017f", "'\u017f", "\u00a0", "\U0001f600"],
+]
+block_text = st.lists(st.sampled_from(BLOCK_CHUNKS), max_size=80).map("".join)
+
+
+def assert_block_ends(name: str, text: str) -> None:
+    pattern = PATTERNS[name]
+    data = text.encode()
+    ends, pos = [], 0
+    for piece in regex.findall(pattern, text):
+        pos += len(piece.encode())
+        ends.append(pos)
+    for i, start in enumerate([0, *ends[:-1]]):
+        got = pretokenize._block_ends(pattern_kind(pattern), data, start)
+        assert got == ends[i : i + len(got)], (
+            start,
+            data[start : start + 80],
+            got,
+            ends[i : i + 12],
+        )
+
+
+@pytest.mark.parametrize("corpus", ["english", "code", "multilingual", "adv_whitespace"])
+@pytest.mark.parametrize("name", BLOCK_KINDS)
+def test_block_scanner_from_every_piece_start(name, corpus):
+    assert_block_ends(name, read_corpus(corpus)[:20_000])
+    assert_block_ends(name, read_corpus(corpus)[-3_000:])  # the text's end inside the window
+
+
+@pytest.mark.parametrize("name", BLOCK_KINDS)
+@_many()
+@given(text=block_text)
+@example(text="x.\n\n  ")  # cl100k: the final whitespace run is one piece (`\s++$`)
+@example(text="a./\n//.b")  # o200k: '/' after the newlines is the punctuation's too
+@example(text="x(\r/\n\nb{\n/\n")  # o200k: newlines after a '/' that the punctuation took
+@example(text="it's's'sok'd")  # o200k: a contraction's letter ends no word; cl100k: each one
+def test_hyp_block_scanner_matches_regex(name, text):
+    assert_block_ends(name, text)
+
+
+def test_block_scanner_gives_up_where_it_must():
+    kind = pattern_kind(O200K_PATTERN)
+    assert pretokenize._block_ends(kind, ("a" * 100).encode(), 0) == []  # one run over the window
+    assert pretokenize._block_ends(kind, "ab\u00e9".encode(), 0) == []  # the letter may go on
+    assert pretokenize._block_ends(kind, b"ab cd", 0) == [2, 5]  # the text's end
+    assert pretokenize._block_ends(kind, ("ab " * 30).encode(), 0)[-1] < 64
+
+
+def _classes_by_definition(data: bytes) -> dict:
+    classes = {
+        "lower": lambda c: 0x61 <= c <= 0x7A,
+        "upper": lambda c: 0x41 <= c <= 0x5A,
+        "digit": lambda c: 0x30 <= c <= 0x39,
+        "space": lambda c: c == 0x20,
+        "other_ws": lambda c: c in (0x09, 0x0B, 0x0C),
+        "newline": lambda c: c in (0x0A, 0x0D),
+        "slash": lambda c: c == 0x2F,
+        "quote": lambda c: c == 0x27,
+        "wide": lambda c: c >= 0x80,
+    }
+    return {k: sum(1 << i for i, c in enumerate(data[:64]) if f(c)) for k, f in classes.items()}
+
+
+def test_classify64_every_byte_at_every_position():
+    """The SSE2 classification (bpe_classify64) and its scalar twin against the definition: each
+    byte value at each of the 64 positions, in a background of random bytes, and random blocks."""
+    rnd = random.Random(5)
+    blocks = [bytes(rnd.randrange(256) for _ in range(64)) for _ in range(300)]
+    for b in range(256):
+        for i in range(64):
+            base = blocks[(b + i) % len(blocks)]
+            blocks.append(base[:i] + bytes([b]) + base[i + 1 :])
+    for data in blocks:
+        expected = _classes_by_definition(data)
+        assert pretokenize._classify64(data, True) == expected
+        assert pretokenize._classify64(data, False) == expected
