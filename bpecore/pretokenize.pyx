@@ -1503,9 +1503,8 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
     cdef uint64_t head
     if kind == PAT_O200K:
         while j < k and pos < n:
-            if O200K_KIND[s[pos]] == K_DIGIT:   # digits: straight to their path
-                e = o200k_ascii_other(s, n, pos)
-            else:
+            e = -1
+            if O200K_KIND[s[pos]] != K_DIGIT:   # (digits: straight to their path)
                 if pos + 8 <= n and pos >= wide:   # ASCII ahead: the block scanner
                     memcpy(&head, s + pos, 8)
                     if not (head & <uint64_t>0x8080808080808080ULL):
@@ -1515,16 +1514,15 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
                             pos = ends[j - 1]
                             continue
                 e = o200k_ascii_word(s, n, pos)
-                if e < 0:
-                    e = o200k_ascii_other(s, n, pos)
+            if e < 0:   # one call site each, or gcc stops inlining them
+                e = o200k_ascii_other(s, n, pos)
             pos = e if e >= 0 else o200k_end(s, n, pos)
             ends[j] = pos
             j += 1
     elif kind == PAT_CL100K:
         while j < k and pos < n:
-            if O200K_KIND[s[pos]] == K_DIGIT:   # digits: straight to their path
-                e = cl100k_ascii_other(s, n, pos)
-            else:
+            e = -1
+            if O200K_KIND[s[pos]] != K_DIGIT:   # (digits: straight to their path)
                 if pos + 8 <= n and pos >= wide:   # ASCII ahead: the block scanner
                     memcpy(&head, s + pos, 8)
                     if not (head & <uint64_t>0x8080808080808080ULL):
@@ -1534,8 +1532,8 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
                             pos = ends[j - 1]
                             continue
                 e = cl100k_ascii_word(s, n, pos)
-                if e < 0:
-                    e = cl100k_ascii_other(s, n, pos)
+            if e < 0:   # one call site each, or gcc stops inlining them
+                e = cl100k_ascii_other(s, n, pos)
             pos = e if e >= 0 else cl100k_end(s, n, pos)
             ends[j] = pos
             j += 1
