@@ -170,8 +170,9 @@ static inline unsigned bpe_ascii16_u32(const uint32_t* p, uint8_t* out) {
 /* Classes of 64 ASCII bytes as bitmasks (bit i for p[i]), for the block scanner of
    pretokenize.pyx: [a-z], [A-Z], [0-9], ' ', the other ASCII \s but \r \n (\t \v \f), \r \n, '/',
    '\'', and bytes >= 0x80. bpe_classify64 reads exactly p[0..64). SSE2 (range tests by a signed
-   compare after an offset, one movemask per class and 16 bytes) when BPE_SSE2, else the scalar
-   twin bpe_classify64_scalar, which the tests hold it to. */
+   compare after an offset, one movemask per class and 16 bytes) when BPE_SSE2, AVX2 (the same on
+   32 bytes) when the CPU has it, else the scalar twin bpe_classify64_scalar; the tests hold each
+   level to the definition. */
 typedef struct {
     uint64_t lower, upper, digit, space, other_ws, newline, slash, quote, wide;
 } BpeAsciiMasks;
@@ -202,7 +203,7 @@ static inline void bpe_classify64_scalar(const uint8_t* p, BpeAsciiMasks* m) {
                    _mm_set1_epi8((char)(-128 + ((hi) - (lo) + 1))))
 #define BPE_MASK16(x) ((uint64_t)(uint16_t)_mm_movemask_epi8(x))
 
-static inline void bpe_classify64(const uint8_t* p, BpeAsciiMasks* m) {
+static inline void bpe_classify64_sse2(const uint8_t* p, BpeAsciiMasks* m) {
     int k;
     m->lower = m->upper = m->digit = m->space = m->other_ws = m->newline = m->slash = m->quote =
         m->wide = 0;
@@ -223,8 +224,73 @@ static inline void bpe_classify64(const uint8_t* p, BpeAsciiMasks* m) {
     }
 }
 #else
-#define bpe_classify64 bpe_classify64_scalar
+#define bpe_classify64_sse2 bpe_classify64_scalar
 #endif
+
+/* AVX2, 32 bytes per compare, where the CPU has it: chosen at run time (the build targets the
+   x86-64 baseline), once per process; BPECORE_SIMD=sse2 or scalar in the environment picks a
+   lower level (tests, and to compare). bpe_simd_level(): 0 scalar, 1 SSE2, 2 AVX2. */
+#if BPE_SSE2 && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(BPE_NO_AVX2)
+#define BPE_AVX2 1
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+#define BPE_IN_RANGE32(v, lo, hi) \
+    _mm256_cmpgt_epi8(_mm256_set1_epi8((char)(-128 + ((hi) - (lo) + 1))), \
+                      _mm256_add_epi8((v), _mm256_set1_epi8((char)(0x80 - (lo)))))
+#define BPE_MASK32(x) ((uint64_t)(uint32_t)_mm256_movemask_epi8(x))
+
+__attribute__((target("avx2"), unused)) static void bpe_classify64_avx2(const uint8_t* p, BpeAsciiMasks* m) {
+    int k;
+    m->lower = m->upper = m->digit = m->space = m->other_ws = m->newline = m->slash = m->quote =
+        m->wide = 0;
+    for (k = 0; k < 2; ++k) {
+        __m256i v = _mm256_loadu_si256((const __m256i*)(p + 32 * k));
+        int s = 32 * k;
+        m->lower |= BPE_MASK32(BPE_IN_RANGE32(v, 'a', 'z')) << s;
+        m->upper |= BPE_MASK32(BPE_IN_RANGE32(v, 'A', 'Z')) << s;
+        m->digit |= BPE_MASK32(BPE_IN_RANGE32(v, '0', '9')) << s;
+        m->space |= BPE_MASK32(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(' '))) << s;
+        m->other_ws |= BPE_MASK32(_mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\t')),
+                                                  BPE_IN_RANGE32(v, 0x0B, 0x0C))) << s;
+        m->newline |= BPE_MASK32(_mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\n')),
+                                                 _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\r')))) << s;
+        m->slash |= BPE_MASK32(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('/'))) << s;
+        m->quote |= BPE_MASK32(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\''))) << s;
+        m->wide |= BPE_MASK32(v) << s;
+    }
+}
+
+static int bpe_simd_level_value = -1;
+
+static inline int bpe_simd_level(void) {
+    if (bpe_simd_level_value < 0) {  /* a race writes the same value */
+        const char* want = getenv("BPECORE_SIMD");
+        int level = __builtin_cpu_supports("avx2") ? 2 : 1;
+        if (want && strcmp(want, "sse2") == 0) level = 1;
+        if (want && strcmp(want, "scalar") == 0) level = 0;
+        bpe_simd_level_value = level;
+    }
+    return bpe_simd_level_value;
+}
+#else
+#define BPE_AVX2 0
+static inline void bpe_classify64_avx2(const uint8_t* p, BpeAsciiMasks* m) { bpe_classify64_scalar(p, m); }
+static inline int bpe_simd_level(void) { return BPE_SSE2; }
+#endif
+
+/* The classification at the level bpe_simd_level() chose. */
+static inline void bpe_classify64(const uint8_t* p, BpeAsciiMasks* m) {
+    int level = bpe_simd_level();
+#if BPE_SSE2
+    if (level == 2) bpe_classify64_avx2(p, m);
+    else if (level == 1) bpe_classify64_sse2(p, m);
+    else bpe_classify64_scalar(p, m);
+#else
+    (void)level;
+    bpe_classify64_scalar(p, m);
+#endif
+}
 
 /* Index of the highest set bit of x (x != 0). */
 #if defined(__GNUC__)

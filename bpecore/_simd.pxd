@@ -28,8 +28,14 @@ cdef extern from "bpecore/_simd.h" nogil:
 cdef extern from "bpecore/_simd.h" nogil:
     ctypedef struct BpeAsciiMasks:
         uint64_t lower, upper, digit, space, other_ws, newline, slash, quote, wide
-    #: Classes of p[0..64) as bitmasks (SSE2 when BPE_SSE2, else the scalar twin).
+    #: Classes of p[0..64) as bitmasks, at the level bpe_simd_level() chose at run time.
     void bpe_classify64(const uint8_t* p, BpeAsciiMasks* m) noexcept
+    #: Each level (sse2 and avx2 only where BPE_SSE2 / BPE_AVX2 and the CPU has AVX2).
     void bpe_classify64_scalar(const uint8_t* p, BpeAsciiMasks* m) noexcept
+    void bpe_classify64_sse2(const uint8_t* p, BpeAsciiMasks* m) noexcept
+    void bpe_classify64_avx2(const uint8_t* p, BpeAsciiMasks* m) noexcept
+    #: 0 scalar, 1 SSE2, 2 AVX2: the CPU's best, or BPECORE_SIMD=sse2 / scalar.
+    int bpe_simd_level() noexcept
+    const bint BPE_AVX2
     #: Index of the highest set bit of x (x != 0).
     int bpe_top64(uint64_t x) noexcept

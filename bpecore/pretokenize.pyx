@@ -14,7 +14,7 @@ is resolved in one forward pass by remembering positions (last \\r/\\n, last Lm/
 the last \\s), so a call reads its piece plus one more character, except that o200k may read a
 run of capitals up to 3 times (worst input: "\\u0301" + "A" * k + "."). ASCII letter and digit
 runs are tested 8 bytes at a time; other characters cost one or two table reads. cl100k and
-o200k cut 64 ASCII bytes at a time from their classes as bitmasks (ascii_block, SSE2). Memory: no
+o200k cut 64 ASCII bytes at a time from their classes as bitmasks (ascii_block, SSE2/AVX2). Memory: no
 allocation, nogil; the code point tables are 38.5 KB of static data shared by all calls (69 KB
 with the second flag byte, which only the DeepSeek V3 scanner reads).
 """
@@ -33,8 +33,8 @@ with the second flag byte, which only the DeepSeek V3 scanner reads).
 #   o200k_end; the chain word path -> other path -> o200k_end is written out in both
 #   next_piece_end and next_piece_ends, as a shared inline helper stayed out of line (9).
 # - cl100k and o200k: where 8 ASCII bytes follow a piece start that is not a digit, ascii_block
-#   finds the piece starts of up to 64 bytes with bit operations on their classes (SSE2 compares,
-#   the scalar twin without SSE2), and the scanners take the rest: one mispredicted branch per
+#   finds the piece starts of up to 64 bytes with bit operations on their classes (SSE2 or, where
+#   the CPU has it, AVX2 compares, chosen at run time), and the scanners take the rest: one mispredicted branch per
 #   piece was what they cost on ASCII text (docs/perf/pretokenize.md, "Block scanner").
 # - DEEPSEEK3_PATTERN: each character gets one class (DS_*) from one table read (ASCII) or both
 #   flag bytes, and deepseek3_end decides on the first two classes, which replaced `regex`'s
@@ -54,7 +54,10 @@ from bpecore._classes cimport (
     PAT_DEEPSEEK3, PAT_FALCON, PAT_LLAMA3, PAT_NONE, PAT_O200K, PAT_QWEN2, PAT_R50K, PAT_REGEX, PAT_STARCODER,
     PAT_TEKKEN, o200k_words,
 )
-from bpecore._simd cimport BPE_SWAR, BpeAsciiMasks, bpe_classify64, bpe_classify64_scalar, bpe_ctz64, bpe_top64
+from bpecore._simd cimport (
+    BPE_AVX2, BPE_SSE2, BPE_SWAR, BpeAsciiMasks, bpe_classify64, bpe_classify64_avx2, bpe_classify64_scalar,
+    bpe_classify64_sse2, bpe_ctz64, bpe_simd_level, bpe_top64,
+)
 
 cdef extern from "bpecore/_unicode_tables.h":
     const int BPE_UT_SHIFT
@@ -1463,17 +1466,27 @@ def _block_ends(int kind, const uint8_t[::1] utf8, Py_ssize_t pos):
     return [ends[i] for i in range(got)]
 
 
-def _classify64(const uint8_t[::1] data, bint scalar):
-    """bpe_classify64 (or its scalar twin) of data[:64], as a dict of masks (tests)."""
+def _classify64(const uint8_t[::1] data, int level):
+    """The classification of data[:64] at ``level`` (0 scalar, 1 SSE2, 2 AVX2), as a dict of
+    masks; ValueError for a level this build or CPU lacks (tests)."""
     cdef BpeAsciiMasks c
     if data.shape[0] < 64:
         raise ValueError("64 bytes needed")
-    if scalar:
+    if level == 0:
         bpe_classify64_scalar(&data[0], &c)
+    elif level == 1 and BPE_SSE2:
+        bpe_classify64_sse2(&data[0], &c)
+    elif level == 2 and BPE_AVX2 and _simd_level() == 2:
+        bpe_classify64_avx2(&data[0], &c)
     else:
-        bpe_classify64(&data[0], &c)
+        raise ValueError("no classification at level %d here" % level)
     return dict(lower=c.lower, upper=c.upper, digit=c.digit, space=c.space, other_ws=c.other_ws,
                 newline=c.newline, slash=c.slash, quote=c.quote, wide=c.wide)
+
+
+def _simd_level():
+    """The classification level this process uses: 0 scalar, 1 SSE2, 2 AVX2 (BPECORE_SIMD)."""
+    return bpe_simd_level()
 
 
 cdef Py_ssize_t next_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:

@@ -10,7 +10,9 @@ import ctypes
 import doctest
 import gzip
 import mmap
+import os
 import random
+import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -718,7 +720,27 @@ def test_classify64_every_byte_at_every_position():
         for i in range(64):
             base = blocks[(b + i) % len(blocks)]
             blocks.append(base[:i] + bytes([b]) + base[i + 1 :])
+    levels = [0, 1, 2] if pretokenize._simd_level() == 2 else [0, 1]
     for data in blocks:
         expected = _classes_by_definition(data)
-        assert pretokenize._classify64(data, True) == expected
-        assert pretokenize._classify64(data, False) == expected
+        for level in levels:
+            assert pretokenize._classify64(data, level) == expected, level
+
+
+@pytest.mark.parametrize("level", ["scalar", "sse2"])
+def test_block_scanner_at_each_simd_level(level, tmp_path):
+    """BPECORE_SIMD picks a lower classification level than the CPU's: the cuts are the same."""
+    code = (
+        "import sys; from bpecore import pretokenize as p; "
+        "data = open(sys.argv[1], 'rb').read(); "
+        "print(p._simd_level(), p.piece_ends(p.O200K_PATTERN, data) == p._piece_ends_one_by_one("
+        "p.pattern_kind(p.O200K_PATTERN), data), p.piece_ends(p.CL100K_PATTERN, data) == "
+        "p._piece_ends_one_by_one(p.pattern_kind(p.CL100K_PATTERN), data))"
+    )
+    path = tmp_path / "text.txt"
+    path.write_bytes((read_corpus("code")[:100_000] + read_corpus("english")[:100_000]).encode())
+    env = {**os.environ, "BPECORE_SIMD": level}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == [{"scalar": "0", "sse2": "1"}[level], "True", "True"]
