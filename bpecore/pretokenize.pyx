@@ -1514,40 +1514,25 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
     batch of pieces instead of one per piece (Performance notes, step 8)."""
     cdef Py_ssize_t j = 0, e, wide = 0
     cdef uint64_t head
-    if kind == PAT_O200K:
+    cdef bint o200k = kind == PAT_O200K
+    if o200k or kind == PAT_CL100K:   # one loop: gcc unswitches it on o200k
         while j < k and pos < n:
             e = -1
             if O200K_KIND[s[pos]] != K_DIGIT:   # (digits: straight to their path)
                 if pos + 8 <= n and pos >= wide:   # ASCII ahead: the block scanner
                     memcpy(&head, s + pos, 8)
                     if not (head & <uint64_t>0x8080808080808080ULL):
-                        e = ascii_block(s, n, pos, ends + j, k - j, True, &wide)
+                        e = ascii_block(s, n, pos, ends + j, k - j, o200k, &wide)
                         if e:
                             j += e
                             pos = ends[j - 1]
                             continue
-                e = o200k_ascii_word(s, n, pos)
+                e = o200k_ascii_word(s, n, pos) if o200k else cl100k_ascii_word(s, n, pos)
             if e < 0:   # one call site each, or gcc stops inlining them
-                e = o200k_ascii_other(s, n, pos)
-            pos = e if e >= 0 else o200k_end(s, n, pos)
-            ends[j] = pos
-            j += 1
-    elif kind == PAT_CL100K:
-        while j < k and pos < n:
-            e = -1
-            if O200K_KIND[s[pos]] != K_DIGIT:   # (digits: straight to their path)
-                if pos + 8 <= n and pos >= wide:   # ASCII ahead: the block scanner
-                    memcpy(&head, s + pos, 8)
-                    if not (head & <uint64_t>0x8080808080808080ULL):
-                        e = ascii_block(s, n, pos, ends + j, k - j, False, &wide)
-                        if e:
-                            j += e
-                            pos = ends[j - 1]
-                            continue
-                e = cl100k_ascii_word(s, n, pos)
-            if e < 0:   # one call site each, or gcc stops inlining them
-                e = cl100k_ascii_other(s, n, pos)
-            pos = e if e >= 0 else cl100k_end(s, n, pos)
+                e = o200k_ascii_other(s, n, pos) if o200k else cl100k_ascii_other(s, n, pos)
+            if e < 0:
+                e = o200k_end(s, n, pos) if o200k else cl100k_end(s, n, pos)
+            pos = e
             ends[j] = pos
             j += 1
     elif kind == PAT_R50K:
