@@ -1518,7 +1518,13 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
     if o200k or kind == PAT_CL100K:   # one loop: gcc unswitches it on o200k
         while j < k and pos < n:
             e = -1
-            if O200K_KIND[s[pos]] != K_DIGIT:   # (digits: straight to their path)
+            if O200K_KIND[s[pos]] == K_DIGIT:   # digits: \p{N}{1,3}, unless one over 0x7F follows
+                e = pos + 1
+                while e < n and e < pos + 3 and O200K_KIND[s[e]] == K_DIGIT:
+                    e += 1
+                if e < n and e < pos + 3 and s[e] >= 0x80:
+                    e = -1
+            else:
                 if pos + 8 <= n and pos >= wide:   # ASCII ahead: the block scanner
                     memcpy(&head, s + pos, 8)
                     if not (head & <uint64_t>0x8080808080808080ULL):
