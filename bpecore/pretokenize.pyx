@@ -589,6 +589,17 @@ cdef int _init_o200k_kinds() except -1:
 _init_o200k_kinds()
 
 
+cdef inline Py_ssize_t ascii_digits_end(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """End of ``\\p{N}{1,3}`` from the ASCII digit at ``pos``; -1 when a byte over 0x7F (maybe
+    another \\p{N}) comes before the third digit."""
+    cdef Py_ssize_t i = pos + 1
+    while i < n and i < pos + 3:
+        if O200K_KIND[s[i]] != K_DIGIT:
+            return -1 if s[i] >= 0x80 else i
+        i += 1
+    return i
+
+
 cdef inline Py_ssize_t o200k_ascii_other(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
     """o200k_end for the commonest pieces after words, when every character that decides them is
     ASCII: digits (\\p{N}{1,3}), punctuation runs ( ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*) and
@@ -598,14 +609,7 @@ cdef inline Py_ssize_t o200k_ascii_other(const uint8_t* s, Py_ssize_t n, Py_ssiz
     cdef uint8_t k0 = O200K_KIND[s[pos]], k1 = K_NEWLINE, k
     cdef Py_ssize_t i = pos + 1, last = pos, newline = -1
     if k0 == K_DIGIT:
-        while i < n and i < pos + 3:
-            k = O200K_KIND[s[i]]
-            if k == K_WIDE:
-                return -1
-            if k != K_DIGIT:
-                break
-            i += 1
-        return i
+        return ascii_digits_end(s, n, pos)
     if k0 == K_WIDE or k0 == K_LOWER or k0 == K_UPPER:
         return -1
     if i < n:
@@ -647,14 +651,7 @@ cdef inline Py_ssize_t cl100k_ascii_other(const uint8_t* s, Py_ssize_t n, Py_ssi
     cdef uint8_t k0 = O200K_KIND[s[pos]], k1 = K_NEWLINE, k
     cdef Py_ssize_t i = pos + 1, last = pos, newline = -1
     if k0 == K_DIGIT:
-        while i < n and i < pos + 3:
-            k = O200K_KIND[s[i]]
-            if k == K_WIDE:
-                return -1
-            if k != K_DIGIT:
-                break
-            i += 1
-        return i
+        return ascii_digits_end(s, n, pos)
     if k0 == K_WIDE or k0 == K_LOWER or k0 == K_UPPER:
         return -1
     if s[pos] == 0x27:
@@ -1311,25 +1308,6 @@ cdef inline uint64_t fill_forward(uint64_t g, uint64_t p) noexcept nogil:
     return g
 
 
-cdef inline Py_ssize_t contraction_len(const uint8_t* s, Py_ssize_t e, Py_ssize_t size) noexcept nogil:
-    # Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at s[e] (a quote), 0 if none; -1 when it needs a byte
-    # at or past ``size``.
-    cdef uint32_t c1, c2
-    if e + 1 >= size:
-        return -1
-    c1 = s[e + 1] | 0x20
-    if c1 == 0x73 or c1 == 0x74 or c1 == 0x6D or c1 == 0x64:   # s t m d
-        return 2
-    if c1 != 0x72 and c1 != 0x76 and c1 != 0x6C:
-        return 0
-    if e + 2 >= size:
-        return -1
-    c2 = s[e + 2] | 0x20
-    if (c1 == 0x72 and c2 == 0x65) or (c1 == 0x76 and c2 == 0x65) or (c1 == 0x6C and c2 == 0x6C):
-        return 3                                                # re ve ll
-    return 0
-
-
 cdef Py_ssize_t ascii_block(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t* ends,
                             Py_ssize_t k, bint o200k, Py_ssize_t* wide) noexcept nogil:
     """Up to ``k`` successive piece ends after ``pos`` (a piece start, pos < n) from the 64 bytes
@@ -1430,13 +1408,9 @@ cdef Py_ssize_t ascii_block(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, Py_s
             break
         if o200k and e == b:                 # its letter was a contraction's: a new piece
             continue
-        x = contraction_len(s + pos, e, size)
-        if x < 0:
-            if at_end:
-                continue
-            limit = e
-            break
-        if x:
+        x = contraction_end(s, n, pos + e, True)   # reads past the window if it must
+        if x >= 0:
+            x -= pos + e
             if o200k:
                 starts &= ~(low_bits(x) << e)
             b = e + x
@@ -1518,12 +1492,8 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
     if o200k or kind == PAT_CL100K:   # one loop: gcc unswitches it on o200k
         while j < k and pos < n:
             e = -1
-            if O200K_KIND[s[pos]] == K_DIGIT:   # digits: \p{N}{1,3}, unless one over 0x7F follows
-                e = pos + 1
-                while e < n and e < pos + 3 and O200K_KIND[s[e]] == K_DIGIT:
-                    e += 1
-                if e < n and e < pos + 3 and s[e] >= 0x80:
-                    e = -1
+            if O200K_KIND[s[pos]] == K_DIGIT:   # digits: straight to their path
+                e = ascii_digits_end(s, n, pos)
             else:
                 if pos + 8 <= n and pos >= wide:   # ASCII ahead: the block scanner
                     memcpy(&head, s + pos, 8)
