@@ -452,6 +452,12 @@ cdef Py_ssize_t short_tokens_probed(const VocabView* v, const uint8_t* p, Py_ssi
                 last = stack[k - 1] if k else NO_TOKEN
 
 
+cdef inline uint32_t byte_pair_rank(const VocabView* v, uint8_t a, uint8_t b) noexcept nogil:
+    # The token the tokens of bytes a and b merge into, NO_TOKEN if they do not: the merge loops'
+    # first ranks, from the byte-pair bitmap and first2x (no pair-table probe).
+    return NO_TOKEN if bytes_stay_apart(v, a, b) else <uint32_t>(v.first2x[(<uint32_t>a << 8) | b] >> 32)
+
+
 cdef Py_ssize_t merge_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                              uint32_t* stack) noexcept nogil:
     """BPE of p[:n] (2 <= n <= SHORT_PIECE) by the merge loop: the adjacent pair whose merged
@@ -465,8 +471,7 @@ cdef Py_ssize_t merge_tokens(const VocabView* v, const uint8_t* p, Py_ssize_t n,
         if stack[i] == NO_TOKEN:
             return -1
     for i in range(n - 1):
-        rank[i] = NO_TOKEN if bytes_stay_apart(v, p[i], p[i + 1]) else <uint32_t>(
-            v.first2x[(<uint32_t>p[i] << 8) | p[i + 1]] >> 32)
+        rank[i] = byte_pair_rank(v, p[i], p[i + 1])
     while m > 1:
         best = 0
         r = rank[0]
@@ -550,8 +555,7 @@ cdef void merge_group(const VocabView* v, MergeState* st, Py_ssize_t g) noexcept
         if q.m < 0:
             continue
         for i in range(q.n - 1):
-            q.rank[i] = NO_TOKEN if bytes_stay_apart(v, q.p[i], q.p[i + 1]) else <uint32_t>(
-                v.first2x[(<uint32_t>q.p[i] << 8) | q.p[i + 1]] >> 32)
+            q.rank[i] = byte_pair_rank(v, q.p[i], q.p[i + 1])
         q.left = 0
         q.right = 0
         active[live] = j
