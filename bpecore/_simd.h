@@ -233,8 +233,6 @@ static inline void bpe_classify64_sse2(const uint8_t* p, BpeAsciiMasks* m) {
 #if BPE_SSE2 && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(BPE_NO_AVX2)
 #define BPE_AVX2 1
 #include <immintrin.h>
-#include <stdlib.h>
-#include <string.h>
 #define BPE_IN_RANGE32(v, lo, hi) \
     _mm256_cmpgt_epi8(_mm256_set1_epi8((char)(-128 + ((hi) - (lo) + 1))), \
                       _mm256_add_epi8((v), _mm256_set1_epi8((char)(0x80 - (lo)))))
@@ -261,23 +259,27 @@ __attribute__((target("avx2"), unused)) static void bpe_classify64_avx2(const ui
     }
 }
 
+static inline int bpe_cpu_avx2(void) { return __builtin_cpu_supports("avx2"); }
+#else
+#define BPE_AVX2 0
+static inline void bpe_classify64_avx2(const uint8_t* p, BpeAsciiMasks* m) { bpe_classify64_scalar(p, m); }
+static inline int bpe_cpu_avx2(void) { return 0; }
+#endif
+
+#include <stdlib.h>
+#include <string.h>
 static int bpe_simd_level_value = -1;
 
 static inline int bpe_simd_level(void) {
     if (bpe_simd_level_value < 0) {  /* a race writes the same value */
         const char* want = getenv("BPECORE_SIMD");
-        int level = __builtin_cpu_supports("avx2") ? 2 : 1;
-        if (want && strcmp(want, "sse2") == 0) level = 1;
+        int level = bpe_cpu_avx2() ? 2 : BPE_SSE2;
+        if (want && strcmp(want, "sse2") == 0 && level > 1) level = 1;
         if (want && strcmp(want, "scalar") == 0) level = 0;
         bpe_simd_level_value = level;
     }
     return bpe_simd_level_value;
 }
-#else
-#define BPE_AVX2 0
-static inline void bpe_classify64_avx2(const uint8_t* p, BpeAsciiMasks* m) { bpe_classify64_scalar(p, m); }
-static inline int bpe_simd_level(void) { return BPE_SSE2; }
-#endif
 
 /* The classification at the level bpe_simd_level() chose. */
 static inline void bpe_classify64(const uint8_t* p, BpeAsciiMasks* m) {

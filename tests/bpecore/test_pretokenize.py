@@ -730,6 +730,10 @@ def test_classify64_every_byte_at_every_position():
 @pytest.mark.parametrize("level", ["scalar", "sse2"])
 def test_block_scanner_at_each_simd_level(level, tmp_path):
     """BPECORE_SIMD picks a lower classification level than the CPU's: the cuts are the same."""
+    try:
+        pretokenize._classify64(bytes(64), {"scalar": 0, "sse2": 1}[level])
+    except ValueError:
+        pytest.skip(f"no {level} classification in this build")
     code = (
         "import sys; from bpecore import pretokenize as p; "
         "data = open(sys.argv[1], 'rb').read(); "
