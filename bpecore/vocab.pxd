@@ -3,7 +3,7 @@ from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
 from bpecore._types cimport token_t, NO_TOKEN
-from bpecore._simd cimport BPE_LOW_BYTES, BPE_SWAR
+from bpecore._simd cimport BPE_LOW_BYTES, BPE_SWAR, bpe_ctz64
 
 
 cdef struct PieceEntry:
@@ -71,6 +71,9 @@ cdef struct VocabView:
     const uint64_t* step3_filter    #: bit mul_hash(key) >> step3_shift set for every trie key below a first2 node
     uint32_t step3_shift
     uint32_t n_whole_only           #: WHOLE_ONLY entries in pieces (Vocab.enable_whole_pieces), usually 0
+    const uint32_t* run_max         #: per byte c: the longest k with c^k a trie node, 0 below RUN_JUMP (256 entries)
+    const uint32_t* run_at          #: per byte c: where c's entries start in run_nodes (256 entries)
+    const uint64_t* run_nodes       #: run_at[c] + k - 1: trie node of c^k | the longest token c^j (j <= k) << 32
 
 
 cdef inline uint64_t load_head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -272,29 +275,61 @@ cdef inline bint step3_passes(const VocabView* v, uint64_t h) noexcept nogil:
     return (v.step3_filter[f >> 6] >> (f & 63)) & 1
 
 
+cdef inline Py_ssize_t run_length(const uint8_t* p, Py_ssize_t lim, uint8_t c) noexcept nogil:
+    # The number of leading bytes of p[:lim] equal to c, knowing that p[0] and p[1] are (lim >= 2).
+    cdef Py_ssize_t i = 2
+    cdef uint64_t w, cc
+    if BPE_SWAR:
+        cc = <uint64_t>c * <uint64_t>0x0101010101010101ULL
+        while i + 8 <= lim:
+            memcpy(&w, p + i, 8)
+            w ^= cc
+            if w:
+                return i + (bpe_ctz64(w) >> 3)
+            i += 8
+    while i < lim and p[i] == c:
+        i += 1
+    return i
+
+
 cdef inline uint32_t next_match(const VocabView* v, const uint8_t* p, Py_ssize_t n) noexcept nogil:
     # Longest reachable token that is a prefix of p[:n] (n >= 1). Single bytes are always tokens.
     # The first two bytes take one read of first2x (first2's node and that node's token in one
     # word), then one trie slot per byte. The third byte is first asked of step3_filter (an
     # L2-sized bit per trie key of that depth): most walks through rare characters end there, and
-    # the filter answers them without the trie slot's cache miss.
+    # the filter answers them without the trie slot's cache miss. A run of one byte whose runs go
+    # RUN_JUMP or more deep in the trie (spaces, newlines, tabs, '=' ...) is crossed in one read of
+    # run_nodes instead of one trie slot per byte: whitespace tokens are up to 128 bytes long.
     cdef uint32_t best = v.byte_token[p[0]]
     if n == 1:
         return best
-    cdef uint64_t x = v.first2x[(<uint32_t>p[0] << 8) | p[1]]
-    cdef uint32_t node = <uint32_t>x
-    if node == NO_TOKEN:
-        return best
-    if (x >> 32) != NO_TOKEN:
+    cdef uint64_t x, key, h, i, k
+    cdef uint32_t node
+    cdef Py_ssize_t j
+    cdef uint8_t c = p[0]
+    if p[1] == c and v.run_max[c]:
+        j = run_length(p, n if n < v.run_max[c] else v.run_max[c], c)
+        x = v.run_nodes[v.run_at[c] + j - 1]
+        if j == n or p[j] == c:   # the text ends, or c^(j + 1) is no trie node
+            return <uint32_t>(x >> 32)
+        node = <uint32_t>x
         best = <uint32_t>(x >> 32)
-    if n == 2:
-        return best
-    cdef uint64_t key = ((<uint64_t>node + 1) << 8) | p[2]
-    cdef uint64_t h = mul_hash(key)
-    if not step3_passes(v, h):
-        return best
-    cdef uint64_t i, k
-    cdef Py_ssize_t j = 2
+        key = ((<uint64_t>node + 1) << 8) | p[j]
+        h = mul_hash(key)
+    else:
+        x = v.first2x[(<uint32_t>c << 8) | p[1]]
+        node = <uint32_t>x
+        if node == NO_TOKEN:
+            return best
+        if (x >> 32) != NO_TOKEN:
+            best = <uint32_t>(x >> 32)
+        if n == 2:
+            return best
+        key = ((<uint64_t>node + 1) << 8) | p[2]
+        h = mul_hash(key)
+        if not step3_passes(v, h):
+            return best
+        j = 2
     while True:
         i = (h >> 32) & v.trie_mask
         while True:
@@ -365,6 +400,10 @@ cdef inline bint bytes_stay_apart(const VocabView* v, uint8_t a, uint8_t b) noex
     return not ((v.byte_pair_merge[k >> 6] >> (k & 63)) & 1)
 
 
+cdef enum:
+    RUN_JUMP = 4    #: bytes whose runs spell trie nodes this deep get run_nodes (next_match)
+
+
 cdef class Vocab:
     #: Token i (i = position in rank order) occupies all_bytes[token_starts[i]:token_starts[i+1]].
     cdef vector[uint8_t] all_bytes
@@ -399,6 +438,10 @@ cdef class Vocab:
     cdef vector[uint64_t] byte_pair_merge
     #: Bit per trie key whose parent is a first2 node (VocabView.step3_filter).
     cdef vector[uint64_t] step3_filter
+    #: Runs of one byte in the trie (VocabView.run_max, run_at, run_nodes).
+    cdef vector[uint32_t] run_max
+    cdef vector[uint32_t] run_at
+    cdef vector[uint64_t] run_nodes
     cdef VocabView view
     cdef readonly uint32_t n_tokens
     cdef readonly uint32_t max_token_len

@@ -222,6 +222,9 @@ cdef void _sync(Vocab self) noexcept nogil:
     self.view.piece_tails = self.piece_tails.data()
     self.view.step3_filter = self.step3_filter.data()
     self.view.n_whole_only = self.n_whole_only
+    self.view.run_max = self.run_max.data()
+    self.view.run_at = self.run_at.data()
+    self.view.run_nodes = self.run_nodes.data()
 
 
 cdef int _build_lookup(Vocab self, uint32_t* err) except -1 nogil:
@@ -462,6 +465,33 @@ cdef int _build_step3_filter(Vocab self, vector[uint32_t]& first2) except -1 nog
     return 0
 
 
+cdef int _build_runs(Vocab self) except -1 nogil:
+    # run_nodes: for each byte c whose runs c^k are trie nodes for k up to RUN_JUMP or more, the
+    # node of every c^k and the longest reachable token among c^1 .. c^k (next_match's run jump).
+    cdef uint32_t c, node, best, k
+    self.run_max.assign(256, 0)
+    self.run_at.assign(256, 0)
+    self.run_nodes.clear()
+    for c in range(256):
+        node = self.root_child[c]
+        k = 0
+        while node != NO_TOKEN:
+            k += 1
+            node = trie_child(&self.view, node, <uint8_t>c)
+        if k < RUN_JUMP:
+            continue
+        self.run_max[c] = k
+        self.run_at[c] = <uint32_t>self.run_nodes.size()
+        node = self.root_child[c]
+        best = NO_TOKEN
+        while node != NO_TOKEN:
+            if self.node_token[node] != NO_TOKEN:
+                best = self.node_token[node]
+            self.run_nodes.push_back(node | (<uint64_t>best << 32))
+            node = trie_child(&self.view, node, <uint8_t>c)
+    return 0
+
+
 cdef int _build_fast(Vocab self) except -1 nogil:
     # The cache-friendly twins of the tables above (VocabView.pieces, trie, byte_token, first2x).
     cdef uint64_t size, slot, k, head
@@ -512,6 +542,7 @@ cdef int _build_fast(Vocab self) except -1 nogil:
             if first2[k] != NO_TOKEN:
                 self.first2x[k] = first2[k] | (<uint64_t>self.node_token[first2[k]] << 32)
     _build_step3_filter(self, first2)
+    _build_runs(self)
     # which pairs of single-byte tokens merge (the pair table's answer, asked once per byte pair)
     self.byte_pair_merge.assign(1024, 0)
     for k in range(65536):
@@ -609,7 +640,10 @@ cdef class Vocab:
       lowest-ranked merged token on that chain (``NO_TOKEN`` when ``i`` is a base token), and the
       same down split_left; ``byte_pair_merge``: bit ``a << 8 | b`` set when the single-byte
       tokens of ``a`` and ``b`` merge; ``step3_filter``: bit ``mul_hash(key) >> step3_shift``
-      set for every trie key whose parent node is spelled by two bytes (no false negatives).
+      set for every trie key whose parent node is spelled by two bytes (no false negatives);
+      ``run_max``/``run_at``/``run_nodes``: for a byte ``c`` whose runs ``c^k`` are trie nodes
+      for ``k`` up to ``RUN_JUMP`` or more, the node of each ``c^k`` and the longest reachable
+      token among ``c^1 .. c^k`` (next_match crosses a run in one read).
     The Vocab owns every table (C++ vectors); ``view`` holds raw pointers into them for nogil code.
     """
 

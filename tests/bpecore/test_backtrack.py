@@ -315,6 +315,40 @@ def test_next_match_every_token_and_rare_bytes(name):
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
+def test_next_match_across_runs_of_one_byte(name):
+    # next_match crosses a run of one byte in one read of run_nodes when the byte's runs go
+    # RUN_JUMP or more deep in the trie, then walks on from the run's node. Runs of every byte
+    # value, shorter and longer than the longest run token, cut by the end of the text or followed
+    # by bytes that continue a token ("\n" then spaces, spaces then "\n") or do not.
+    v = bpecore.get_encoding(name)._core.vocab
+    rng = random.Random(13)
+    after = [b"", b" ", b"\n", b"\t", b"\r\n", b"a", b"\xff", b"  \n", b"\n    x", b"=", b"0"]
+    jumped = 0
+    for c in range(256):
+        byte = bytes([c])
+        longest = 0
+        while v.lookup(byte * (longest + 1)) >= 0 or longest < 3:
+            longest += 1
+            if longest > 300:
+                break
+        for k in sorted({1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, longest - 1, longest, longest + 1, longest + 9}):
+            if k < 1:
+                continue
+            for tail in after:
+                b = byte * k + tail
+                assert v._next_match(b) == _longest_reachable_prefix(v, b), (c, k, tail)
+        if longest >= 8:
+            jumped += 1
+    assert jumped >= 5   # space, tab, newline and ASCII art bytes ('=', '-', '*', '/' ...)
+    # Mixed whitespace as adv_whitespace has it, from every position.
+    text = bytes(rng.choice(b"  \t\n\n\r") for _ in range(4_000))
+    text = b"".join(bytes([rng.choice(b" \t\n-=")]) * rng.randint(1, 200) for _ in range(60)) + text
+    for i in range(len(text) - 1):
+        window = text[i : i + 300]
+        assert v._next_match(window) == _longest_reachable_prefix(v, window), i
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
 @given(data=st.data())
 def test_hyp_whitespace_pieces(name, data, tiktoken_encoding):
     # Pieces that start and end with ASCII whitespace take the loop with the pair memo and
