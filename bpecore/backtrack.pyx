@@ -115,7 +115,7 @@ cdef enum:
     PROBE_PIECE = 16    #: short_backtrack: ASCII pieces up to this many bytes find their longest
                         #: matches in the whole-piece table (the others all at once, in the trie)
     MEMO_PIECE = 256    #: pieces over this many bytes of at most MEMO_DISTINCT bytes use the memo
-    PAIR_MEMO_BITS = 12 #: backtrack_memo's is_valid_pair answers, kept per call: up to 2**12 slots
+    PAIR_MEMO_BITS = 12 #: backtrack_memo's pair answers, kept per call: up to 2**12 entries
     MEMO_SAMPLE = 64    #: leading bytes of a long piece looked at to decide on the memo
     MEMO_DISTINCT = 8   #: the memo is used when they hold at most this many distinct bytes
     STACK_START = 1024  #: tokens of room a long piece's stack starts with (doubled when full)
@@ -726,11 +726,12 @@ cdef uint64_t* alive_bits(const VocabView* v, vector[uint64_t]& bits, Py_ssize_t
     """The dead-end bits of a piece of n bytes in ``bits``, all set (alive), after the pair memo
     when ``bits`` holds one for v or ``with_memo`` asks for one.
 
-    The memo (backtrack_memo's is_valid_pair answers) lives in the caller's ``bits`` for the
-    whole call (encode_text's, or an interval or appending counter's), shared by its pieces:
-    bits[0] = the tag of v (its address: even), bits[1] = b, bits[2:2 + 2**b] = entries (empty:
-    all ones), 2**b = two slots per byte of the longest memo piece so far, 256 to 2**PAIR_MEMO_BITS (a
-    longer piece starts a larger, empty memo); the dead-end bits follow. Without a memo the
+    The memo (backtrack_memo's answers) lives in the caller's ``bits`` for the whole call
+    (encode_text's, or an interval or appending counter's), shared by its pieces: bits[0] = the
+    tag of v (its address: even), bits[1] = b, bits[2:2 + 2 * 2**b] = 2**b entries of two words
+    (key, answer; empty: key all ones), 2**b = two entries per byte of the longest memo piece so
+    far, 256 to 2**PAIR_MEMO_BITS (a longer piece starts a larger, empty memo); the dead-end bits
+    follow. Without a memo the
     dead-end bits start at bits[0], whose bit 0 (position 0, never a dead end) stays set: an odd
     word, never taken for a tag."""
     cdef size_t words = (n >> 6) + 1, i, at
@@ -742,17 +743,17 @@ cdef uint64_t* alive_bits(const VocabView* v, vector[uint64_t]& bits, Py_ssize_t
     if bits.size() > 2 and bits[0] == tag and (bits[1] >= mb or not with_memo):
         mb = bits[1]
     elif with_memo:
-        if bits.size() < 2 + (<size_t>1 << mb) + words:
-            bits.resize(2 + (<size_t>1 << mb) + words)
+        if bits.size() < 2 + (<size_t>2 << mb) + words:
+            bits.resize(2 + (<size_t>2 << mb) + words)
         b = bits.data()
         b[0] = tag
         b[1] = mb
-        for i in range(2, 2 + (<size_t>1 << mb)):
-            b[i] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # never asked: no key has its top bit set
+        for i in range(2, 2 + (<size_t>2 << mb), 2):
+            b[i] = <uint64_t>0xFFFFFFFFFFFFFFFFULL   # never asked: no key is two NO_TOKENs
     else:
         bits.assign(words, <uint64_t>0xFFFFFFFFFFFFFFFFULL)
         return bits.data()
-    at = 2 + (<size_t>1 << mb)
+    at = 2 + (<size_t>2 << mb)
     if bits.size() < at + words:
         bits.resize(at + words)
     b = bits.data() + at
@@ -804,63 +805,67 @@ cdef Py_ssize_t backtrack_long(const VocabView* v, const uint8_t* p, Py_ssize_t 
 
 cdef Py_ssize_t backtrack_memo(const VocabView* v, const uint8_t* p, Py_ssize_t n,
                                vector[uint32_t]& out, vector[uint64_t]& bits) noexcept nogil:
-    """backtrack_long with is_valid_pair answers remembered in ``bits`` for the call (alive_bits):
+    """backtrack_long with the pair checks remembered in ``bits`` for the call (alive_bits):
     whitespace runs and repetitive pieces over MEMO_PIECE bytes ask about the same pairs again and
-    again, within a piece and across pieces. A copy of backtrack_long's loop, not a flag in it:
-    the flag cost pieces without the memo 4-5% Ir (Performance notes, step 20)."""
+    again, within a piece and across pieces. An entry answers (last, token) with the first token
+    of token, next_prefix[token], ... that may follow last (NO_TOKEN: none), so the shorter
+    tokens a run's longest match steps down through are skipped at once. A copy of
+    backtrack_long's loop, not a flag in it: the flag cost pieces without the memo 4-5% Ir
+    (Performance notes, step 20)."""
     cdef size_t start = out.size()
     cdef Py_ssize_t pos = 0, k = 0
     cdef Py_ssize_t end
     cdef uint32_t last = NO_TOKEN, shorter
-    cdef uint32_t token
+    cdef uint32_t token, t
     cdef uint32_t* stack
     cdef Py_ssize_t cap
     cdef uint64_t* alive = alive_bits(v, bits, n, True)
     cdef uint64_t* memo = bits.data() + 2
     cdef int shift = <int>(64 - bits[1])
-    cdef uint64_t pk, e
-    cdef uint32_t mi
-    cdef bint ok
+    cdef uint64_t pk
+    cdef size_t mi
     cap = n if n < STACK_START else STACK_START
     out.resize(start + cap)
     stack = out.data() + start
     token = next_match(v, p, n)
     while True:
-        end = pos + token_len(v, token)
-        if not ((alive[end >> 6] >> (end & 63)) & 1):
-            ok = False
-        elif last == NO_TOKEN:
-            ok = True
-        else:
+        if last != NO_TOKEN:
             pk = (<uint64_t>last << 32) | token
-            mi = <uint32_t>(hash_u64(pk) >> shift)
-            e = memo[mi]
-            if (e & <uint64_t>0x7FFFFFFFFFFFFFFFULL) == pk:
-                ok = (e >> 63) != 0
+            mi = 2 * <size_t>(hash_u64(pk) >> shift)
+            if memo[mi] == pk:
+                token = <uint32_t>memo[mi + 1]
             else:
-                ok = not long_pair_rejected(v, last, token, end - pos) and is_valid_pair(v, last, token)
-                memo[mi] = pk | (<uint64_t>ok << 63)   # top bit: the pair stays
-        if ok:
-            if k == cap:
-                cap = grow_stack(out, start, cap, n)
-                stack = out.data() + start
-            stack[k] = token
-            k += 1
-            last = token
-            pos = end
-            if pos == n:
-                break
-            token = next_match(v, p + pos, n - pos)
-        else:
+                t = token
+                while t != NO_TOKEN and (long_pair_rejected(v, last, t, token_len(v, t))
+                                         or not is_valid_pair(v, last, t)):
+                    t = v.next_prefix[t]
+                memo[mi] = pk
+                memo[mi + 1] = t
+                token = t
+        if token != NO_TOKEN:
+            end = pos + token_len(v, token)
+            if (alive[end >> 6] >> (end & 63)) & 1:
+                if k == cap:
+                    cap = grow_stack(out, start, cap, n)
+                    stack = out.data() + start
+                stack[k] = token
+                k += 1
+                last = token
+                pos = end
+                if pos == n:
+                    break
+                token = next_match(v, p + pos, n - pos)
+                continue
             shorter = v.next_prefix[token]
             if shorter != NO_TOKEN:
                 token = shorter
-            else:
-                alive[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
-                k -= 1
-                token = last
-                pos -= token_len(v, token)
-                last = stack[k - 1] if k else NO_TOKEN
+                continue
+        # No token from pos on stays: pos is a dead end; take back the token before it.
+        alive[pos >> 6] &= ~(<uint64_t>1 << (pos & 63))
+        k -= 1
+        token = last
+        pos -= token_len(v, token)
+        last = stack[k - 1] if k else NO_TOKEN
     out.resize(start + k)
     return k
 
