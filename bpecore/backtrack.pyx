@@ -930,43 +930,67 @@ cdef struct Pending:
 
 cdef enum:
     BLOCK = 8                   #: pieces cut (and their whole-piece slot prefetched) per block
+    SCAN_AHEAD = 64             #: piece ends asked of the scanner at once (ScanBuffer)
+
+
+cdef struct ScanBuffer:
+    # Piece ends the scanner gave ahead of the blocks (encode_text): the block scanner finds every
+    # start in its 64-byte window, ~14 on prose, and asking for one block's 8 classified each
+    # window twice.
+    Py_ssize_t ends[SCAN_AHEAD]
+    Py_ssize_t at               #: the next end not yet cut
+    Py_ssize_t n                #: ends held
+
+
+cdef Py_ssize_t fill_scan(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t start,
+                          const vector[Py_ssize_t]& ends, size_t* e, ScanBuffer* sb) noexcept nogil:
+    """Up to SCAN_AHEAD piece ends after ``start`` into ``sb`` (read from 0): the scanner's, or for
+    PAT_REGEX the next of ``ends`` (e[0] advanced; empty matches skipped). Returns how many."""
+    cdef Py_ssize_t m = 0, end
+    cdef size_t n_ends
+    sb.at = 0
+    if kind != PAT_REGEX:
+        sb.n = next_piece_ends(kind, s, n, start, sb.ends, SCAN_AHEAD)
+        return sb.n
+    n_ends = ends.size()
+    while m < SCAN_AHEAD and e[0] < n_ends:
+        end = ends[e[0]]
+        e[0] += 1
+        if end > start:
+            sb.ends[m] = end
+            start = end
+            m += 1
+    sb.n = m
+    return m
 
 
 cdef inline Py_ssize_t cut_block(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
                                  const vector[Py_ssize_t]& ends, size_t* e, Py_ssize_t* scan,
-                                 Pending* block, const CacheSlot* cache, int cache_bits,
-                                 const BpeCacheTable* shared) noexcept nogil:
+                                 ScanBuffer* sb, Pending* block, const CacheSlot* cache,
+                                 int cache_bits, const BpeCacheTable* shared) noexcept nogil:
     """Cut up to BLOCK pieces from scan[0] (advanced past them) into ``block``, hash the ones of
     2+ bytes and prefetch their whole-piece slot (and their cache slot once ``cache`` exists, their
-    ``shared`` bucket when they fit in it);
-    returns how many were cut, 0 at the end of the text."""
-    cdef Py_ssize_t cut[BLOCK]
-    cdef Py_ssize_t m = 0, j, start = scan[0], end, length
-    cdef size_t n_ends
-    if kind == PAT_REGEX:
-        n_ends = ends.size()
-        while m < BLOCK and e[0] < n_ends:
-            end = ends[e[0]]
-            e[0] += 1
-            if end > (cut[m - 1] if m else start):
-                cut[m] = end
-                m += 1
-    else:
-        m = next_piece_ends(kind, s, n, start, cut, BLOCK)
-    for j in range(m):
-        end = cut[j]
-        block[j].start = start
-        block[j].end = end
+    ``shared`` bucket when they fit in it); the ends come through ``sb`` (fill_scan).
+    Returns how many were cut, 0 at the end of the text."""
+    cdef Py_ssize_t m = 0, start = scan[0], end, length
+    while m < BLOCK:
+        if sb.at == sb.n and fill_scan(kind, s, n, start, ends, e, sb) == 0:
+            break
+        end = sb.ends[sb.at]
+        sb.at += 1
+        block[m].start = start
+        block[m].end = end
         length = end - start
-        block[j].h = head_and_hash(s + start, length, s + n, &block[j].head)
-        bpe_prefetch(&v.pieces[block[j].h >> v.piece_shift])
+        block[m].h = head_and_hash(s + start, length, s + n, &block[m].head)
+        bpe_prefetch(&v.pieces[block[m].h >> v.piece_shift])
         if length > 8:
-            bpe_prefetch(&v.piece_tails[block[j].h >> v.piece_shift])
+            bpe_prefetch(&v.piece_tails[block[m].h >> v.piece_shift])
         if cache != NULL:
-            bpe_prefetch(&cache[block[j].h >> (64 - cache_bits)])
+            bpe_prefetch(&cache[block[m].h >> (64 - cache_bits)])
         if shared != NULL and length <= BPE_CACHE_KEY:
-            bpe_prefetch(bpe_cache_bucket(shared, block[j].h))
+            bpe_prefetch(bpe_cache_bucket(shared, block[m].h))
         start = end
+        m += 1
     scan[0] = start
     return m
 
@@ -1019,11 +1043,14 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     cdef Py_ssize_t pending = 0
     cdef bint defer = shared != NULL and v.n_whole_only == 0
     cdef const BpeCacheTable* ahead = shared   # whose buckets cut_block prefetches
+    cdef ScanBuffer sb
     while cache_bits < CACHE_MAX_BITS and (n >> (cache_bits + 6)) > 0:
         cache_bits += 1
-    cur_n = cut_block(v, kind, s, n, ends, &e, &scan, cur, NULL, cache_bits, ahead)
+    sb.at = 0
+    sb.n = 0
+    cur_n = cut_block(v, kind, s, n, ends, &e, &scan, &sb, cur, NULL, cache_bits, ahead)
     while cur_n:
-        next_n = cut_block(v, kind, s, n, ends, &e, &scan, nxt,
+        next_n = cut_block(v, kind, s, n, ends, &e, &scan, &sb, nxt,
                            cache.data() if cache.size() else NULL, cache_bits, ahead)
         for i in range(cur_n):
             q = &cur[i]

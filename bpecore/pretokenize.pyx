@@ -1314,7 +1314,7 @@ cdef Py_ssize_t ascii_block(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, Py_s
     there, for O200K_PATTERN (``o200k``) or CL100K_PATTERN; 0 when none is certain (a byte over
     0x7F within reach, or one run over the window): the caller takes a piece the slow way. Equal
     to o200k_end's and cl100k_end's ends (tests). ``wide[0]``: where the first byte over 0x7F in
-    the window is (n if none), so the caller need not ask again before it."""
+    the window is (0 if none), so the caller need not ask again before it."""
     cdef uint8_t tail[BLOCK_BYTES]
     cdef BpeAsciiMasks c
     cdef Py_ssize_t size = n - pos, j = 0, e, r, b, x, limit
@@ -1328,7 +1328,7 @@ cdef Py_ssize_t ascii_block(const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, Py_s
         bpe_classify64(s + pos, &c)
         size = BLOCK_BYTES
     valid = low_bits(size)
-    wide[0] = n
+    wide[0] = 0
     if c.wide & valid:
         size = bpe_ctz64(c.wide & valid)   # the window ends before it, not at the text's end
         wide[0] = pos + size

@@ -149,3 +149,28 @@ def test_default_encode_special_check(toy_encoding, specials):
             *enc.encode_ordinary("c"),
         ]
     assert enc.encode("<") == enc.encode_ordinary("<")
+
+
+@pytest.mark.parametrize("pattern", [r"\S+|\s+", r"\w*|\s+|[^\w\s]+", r" ?\p{L}+| ?\d|[^\s\p{L}\d]+|\s+?"])
+def test_regex_pattern_pieces_like_tiktoken(corpus, tiktoken_encoding, pattern):
+    # A pattern no scanner knows is cut by the `regex` module; encode_text reads its ends
+    # SCAN_AHEAD at a time (fill_scan), skipping empty matches (the second and third patterns
+    # match empty strings, which tiktoken's own splitter does not accept: its BPE of each
+    # non-empty match is the reference). Thousands of pieces, ASCII and not.
+    import regex
+
+    from tests.conftest import shared_ranks
+
+    enc = bpecore.Encoding("custom", shared_ranks("cl100k_base"), pattern, {})
+    ref = tiktoken_encoding("cl100k_base")
+    for name in ("english", "code", "multilingual"):
+        text = corpus(name)[:30_000]
+        for cut in (text, text[:1], text[:63], text[:65], text[:130]):
+            want = [
+                t
+                for m in regex.finditer(pattern, cut)
+                if m.group()
+                for t in ref._encode_single_piece(m.group().encode())
+            ]
+            assert enc.encode_ordinary(cut) == want, (name, len(cut))
+            assert enc.count(cut) == len(want)
