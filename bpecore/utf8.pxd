@@ -54,10 +54,9 @@ cdef extern from *:
 #: Non-ASCII texts of at least this many characters are turned into UTF-8 with the GIL released
 #: (backtrack's ``text_utf8``, batch's claiming threads): PyUnicode_AsUTF8AndSize holds it for
 #: about 2.5 ns per character (7 ms for 2.8 M characters), time in which no other thread (a
-#: server's event loop) can run. Shorter ones take CPython's UTF-8 under the GIL (cached in the
-#: str, so a second count of it converts nothing). With the SSE2 conversion a count of 1-16 K
-#: characters would be 2-8% faster through utf8_size + utf8_fill (docs/perf/backtrack.md), too
-#: little to release the GIL for a conversion of a few microseconds: the threshold stays.
+#: server's event loop) can run. Shorter ones are converted under the GIL: by utf8_size +
+#: utf8_fill in ``text_utf8`` (a few microseconds, 2.5x fewer instructions than CPython's
+#: conversion; docs/perf/backtrack.md), by CPython (cached in the str) in batch's caller.
 cdef enum:
     NOGIL_UTF8_CHARS = 65536
 
