@@ -59,7 +59,8 @@ from libcpp.vector cimport vector
 
 from bpecore._hugepages cimport bpe_huge_pages
 from bpecore._piececache cimport (
-    BPE_CACHE_KEY, BpeCacheTable, bpe_cache_bucket, bpe_cache_count, bpe_cache_get, bpe_cache_put,
+    BPE_CACHE_KEY, BpeCacheTable, bpe_cache_bucket, bpe_cache_count, bpe_cache_entries, bpe_cache_get,
+    bpe_cache_put,
 )  # the vocab's random-access tables (Performance notes, step 14)
 from bpecore._simd cimport bpe_prefetch
 from bpecore._types cimport NO_TOKEN
@@ -918,6 +919,7 @@ cdef enum:
     CACHE_MAX_BITS = 14     #: at most 16384 slots x 24 bytes = 384 KB
     CACHE_MIN_TEXT = 4096   #: texts shorter than this do not use the cache
     SHARED_TRIAL = 1024     #: shared-cache misses after which a call with few hits leaves it
+    SHARED_WARM = 4096      #: entries from which the shared cache's hit rate says the text is random
 
 
 
@@ -1031,9 +1033,11 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     cdef int got, keep   # keep: 2 = add the piece to ``shared``, 1 = to the local cache
     cdef uint64_t hits = 0, misses = 0
     # Text whose pieces the shared cache does not know (random strings: base64, hashes) leaves
-    # it after SHARED_TRIAL lookups with a hit rate under 1/16 and uses only the cache of this
-    # call, if it is long enough to have one: a lookup and an insert that both miss cost a
-    # quarter of such a count (docs/perf/backtrack.md, "Short pieces by merging").
+    # it after SHARED_TRIAL misses with a hit rate under 1/16, or under 1/3 once the cache holds
+    # SHARED_WARM entries (natural text hits it 54-75%; one that is still filling is not asked),
+    # and uses only the cache of this call, if it is long enough to have one: a lookup and an
+    # insert that both miss cost a quarter of such a count (docs/perf/backtrack.md, "Short
+    # pieces by merging", "Leaving the shared cache").
     cdef bint local_only = False
     # The pieces that miss the shared cache wait and are merged MERGE_GROUP at a time
     # (merge_pending: their lookups' cache misses overlap); before the call's own cache is read
@@ -1080,7 +1084,9 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                     continue
                 misses += 1
                 keep = 2
-                if use_cache and misses == SHARED_TRIAL and hits * 16 < misses:
+                if (use_cache and misses == SHARED_TRIAL and
+                        (hits * 16 < misses or
+                         (hits * 2 < misses and bpe_cache_entries(shared) >= SHARED_WARM))):
                     local_only = True   # every piece below takes the local cache (elif)
                     ahead = NULL
                 if defer:

@@ -479,7 +479,8 @@ def test_short_pieces_merged_on_the_toy_vocab(toy_encoding):
 @pytest.mark.parametrize("name", ENCODINGS)
 def test_call_that_leaves_the_shared_cache(name, corpus, tiktoken_encoding):
     # Random strings make a call leave the shared piece cache (backtrack.encode_text: under 1/16
-    # hits after SHARED_TRIAL misses) for its own; the prose after them is then cached there.
+    # hits after SHARED_TRIAL misses, 1/3 once it is warm) for its own; the prose after them is
+    # then cached there.
     import base64
 
     rng = random.Random(7)

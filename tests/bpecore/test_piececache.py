@@ -294,3 +294,31 @@ def test_pieces_that_miss_wait_and_land_in_place(name):
         on._core.piece_cache.clear()
         assert on.count(t) == len(expected)
         assert on._core.piece_cache.info()["misses"] > 16
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_random_text_leaves_a_warm_cache_and_prose_fills_a_cold_one(name):
+    """A long call whose first 1,024 misses of the shared cache came with under a third of hits
+    leaves it once the cache holds 4,096 entries (o200k's base64 pieces hit ~24%: random strings),
+    under a sixteenth while it fills; prose in a cold cache stays and fills it."""
+    import base64
+
+    enc, off = twin(name, 4 << 20), twin(name, 0)
+    prose = read_corpus("multilingual")[:100_000]
+    assert enc.count(prose) == off.count(prose)
+    cold = enc._core.piece_cache.info()
+    assert cold["misses"] > 2_000 and cold["hits"] < cold["misses"] * 2, cold  # stayed
+    for corpus in ("english", "code", "multilingual"):
+        text = read_corpus(corpus)
+        for i in range(0, 600_000, 150_000):
+            assert enc.count(text[i : i + 150_000]) == off.count(text[i : i + 150_000])
+    warm = enc._core.piece_cache.info()
+    assert warm["entries"] >= 4_096
+    rng = random.Random(3)
+    for _ in range(3):  # o200k: later blobs find some of their short pieces from earlier ones
+        blob = base64.b64encode(rng.randbytes(120_000)).decode()
+        before = enc._core.piece_cache.info()
+        assert enc.count(blob) == off.count(blob)
+        after = enc._core.piece_cache.info()
+        assert after["misses"] - before["misses"] == 1_024, (before, after)  # left after the trial
+    assert enc.encode_ordinary(blob) == off.encode_ordinary(blob)
