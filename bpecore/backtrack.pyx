@@ -733,9 +733,8 @@ cdef uint64_t* alive_bits(const VocabView* v, vector[uint64_t]& bits, Py_ssize_t
     tag of v (its address: even), bits[1] = b, bits[2:2 + 2 * 2**b] = 2**b entries of two words
     (key, answer; empty: key all ones), 2**b = two entries per byte of the longest memo piece so
     far, 256 to 2**PAIR_MEMO_BITS (a longer piece starts a larger, empty memo); the dead-end bits
-    follow. Without a memo the
-    dead-end bits start at bits[0], whose bit 0 (position 0, never a dead end) stays set: an odd
-    word, never taken for a tag."""
+    follow. Without a memo the dead-end bits start at bits[0], whose bit 0 (position 0, never a
+    dead end) stays set: an odd word, never taken for a tag."""
     cdef size_t words = (n >> 6) + 1, i, at
     cdef uint64_t tag = <uint64_t><size_t>v
     cdef uint64_t mb = 8
@@ -971,8 +970,8 @@ cdef inline Py_ssize_t cut_block(const VocabView* v, int kind, const uint8_t* s,
                                  const vector[Py_ssize_t]& ends, size_t* e, Py_ssize_t* scan,
                                  ScanBuffer* sb, Pending* block, const CacheSlot* cache,
                                  int cache_bits, const BpeCacheTable* shared) noexcept nogil:
-    """Cut up to BLOCK pieces from scan[0] (advanced past them) into ``block``, hash the ones of
-    2+ bytes and prefetch their whole-piece slot (and their cache slot once ``cache`` exists, their
+    """Cut up to BLOCK pieces from scan[0] (advanced past them) into ``block``, hash them and
+    prefetch their whole-piece slot (and their cache slot once ``cache`` exists, their
     ``shared`` bucket when they fit in it); the ends come through ``sb`` (fill_scan).
     Returns how many were cut, 0 at the end of the text."""
     cdef Py_ssize_t m = 0, start = scan[0], end, length
@@ -1003,10 +1002,10 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
                             bint count_only, BpeCacheTable* shared) noexcept nogil:
     """Encode (append to ``out``) or count the UTF-8 text s[:n]; returns its token count.
 
-    Pieces come from the scanner ``kind`` (BLOCK ends per call), or are cut at ``ends`` for
-    PAT_REGEX. They are cut one block ahead and the whole-piece slot of each is prefetched, so the
-    table's cache misses overlap instead of queueing one per piece. A one-byte piece is
-    ``byte_token``; a piece that is a token costs one probe of the whole-piece table. Other pieces
+    Pieces come from the scanner ``kind`` (SCAN_AHEAD ends per call, ScanBuffer), or are cut at
+    ``ends`` for PAT_REGEX. They are cut one block (BLOCK pieces) ahead and the whole-piece slot of
+    each is prefetched, so the table's cache misses overlap instead of queueing one per piece. A
+    piece that is a token costs one probe of the whole-piece table. Other pieces
     go through backtrack_piece. Those of up to BPE_CACHE_KEY bytes are looked up in, or added to,
     the ``shared`` piece cache (piececache.pyx) when there is one (the ones it misses wait and are
     merged MERGE_GROUP at a time, merge_pending); the others, in texts of
@@ -1199,6 +1198,19 @@ cdef list ids_to_list(const uint32_t* ids, Py_ssize_t k, const uint32_t* id_map,
 cdef array.array _UINT32 = _array.array("I")
 
 
+cdef inline uint8_t* utf8_into(unsigned int kind, const void* data, Py_ssize_t m, Utf8Buffer& buf,
+                               Py_ssize_t* size) noexcept nogil:
+    # The UTF-8 of m code units of ``kind`` in ``buf``; size[0] = its length, -1 (and NULL) on a
+    # lone surrogate; NULL when memory is short.
+    size[0] = utf8_size(kind, data, m)
+    if size[0] < 0:
+        return NULL
+    cdef uint8_t* out = buf.get(size[0])
+    if out != NULL:
+        utf8_fill(kind, data, m, out)
+    return out
+
+
 cdef int text_utf8(BacktrackEncoder enc, str text, const uint8_t** s, Py_ssize_t* n,
                    vector[Py_ssize_t]& ends, Utf8Buffer& buf) except -1:
     """``enc._pieces(text, s, n, ends)``, but a non-ASCII text (hand-written scanners only) whose
@@ -1224,18 +1236,10 @@ cdef int text_utf8(BacktrackEncoder enc, str text, const uint8_t** s, Py_ssize_t
     kind = PyUnicode_KIND(text)
     data = PyUnicode_DATA(text)
     if m < NOGIL_UTF8_CHARS:
-        size = utf8_size(kind, data, m)
-        if size >= 0:
-            out = buf.get(size)
-            if out != NULL:
-                utf8_fill(kind, data, m, out)
+        out = utf8_into(kind, data, m, buf, &size)
     else:
         with nogil:
-            size = utf8_size(kind, data, m)
-            if size >= 0:
-                out = buf.get(size)
-                if out != NULL:
-                    utf8_fill(kind, data, m, out)
+            out = utf8_into(kind, data, m, buf, &size)
     if size < 0:
         raise UnicodeEncodeError("utf-8", text, 0, m, "surrogates not allowed")
     if out == NULL:
