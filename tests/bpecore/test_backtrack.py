@@ -331,7 +331,9 @@ def test_next_match_across_runs_of_one_byte(name):
             longest += 1
             if longest > 300:
                 break
-        for k in sorted({1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, longest - 1, longest, longest + 1, longest + 9}):
+        for k in sorted(
+            {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, longest - 1, longest, longest + 1, longest + 9}
+        ):
             if k < 1:
                 continue
             for tail in after:
@@ -339,7 +341,7 @@ def test_next_match_across_runs_of_one_byte(name):
                 assert v._next_match(b) == _longest_reachable_prefix(v, b), (c, k, tail)
         if longest >= 8:
             jumped += 1
-    assert jumped >= 5   # space, tab, newline and ASCII art bytes ('=', '-', '*', '/' ...)
+    assert jumped >= 5  # space, tab, newline and ASCII art bytes ('=', '-', '*', '/' ...)
     # Mixed whitespace as adv_whitespace has it, from every position.
     text = bytes(rng.choice(b"  \t\n\n\r") for _ in range(4_000))
     text = b"".join(bytes([rng.choice(b" \t\n-=")]) * rng.randint(1, 200) for _ in range(60)) + text

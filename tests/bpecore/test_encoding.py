@@ -151,7 +151,9 @@ def test_default_encode_special_check(toy_encoding, specials):
     assert enc.encode("<") == enc.encode_ordinary("<")
 
 
-@pytest.mark.parametrize("pattern", [r"\S+|\s+", r"\w*|\s+|[^\w\s]+", r" ?\p{L}+| ?\d|[^\s\p{L}\d]+|\s+?"])
+@pytest.mark.parametrize(
+    "pattern", [r"\S+|\s+", r"\w*|\s+|[^\w\s]+", r" ?\p{L}+| ?\d|[^\s\p{L}\d]+|\s+?"]
+)
 def test_regex_pattern_pieces_like_tiktoken(corpus, tiktoken_encoding, pattern):
     # A pattern no scanner knows is cut by the `regex` module; encode_text reads its ends
     # SCAN_AHEAD at a time (fill_scan), skipping empty matches (the second and third patterns
