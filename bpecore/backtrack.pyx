@@ -67,9 +67,9 @@ from bpecore._types cimport NO_TOKEN
 from bpecore.utf8 cimport NOGIL_UTF8_CHARS, Utf8Buffer, utf8_fill, utf8_offsets, utf8_size
 from bpecore._classes cimport PAT_NONE, PAT_REGEX
 from bpecore.piececache cimport CacheTable, PieceCache
-from bpecore.pretokenize cimport next_piece_end, next_piece_ends
+from bpecore.pretokenize cimport next_piece_end, next_piece_ends, next_piece_ends_marked
 from bpecore.vocab cimport (
-    PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, is_valid_pair, hash_u64, head_and_hash, load_head, lookup_piece, lookup_piece_hashed,
+    PairEntry, PieceEntry, TrieEntry, Vocab, VocabView, digit_index, is_valid_pair, hash_u64, head_and_hash, load_head, lookup_piece, lookup_piece_hashed,
     lookup_whole,
     bytes_stay_apart, mul_hash, next_match, pair_lookup, piece_hash, spine_rejects, step3_passes, token_len,
 )
@@ -945,14 +945,19 @@ cdef struct ScanBuffer:
 
 
 cdef Py_ssize_t fill_scan(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t start,
-                          const vector[Py_ssize_t]& ends, size_t* e, ScanBuffer* sb) noexcept nogil:
-    """Up to SCAN_AHEAD piece ends after ``start`` into ``sb`` (read from 0): the scanner's, or for
-    PAT_REGEX the next of ``ends`` (e[0] advanced; empty matches skipped). Returns how many."""
+                          const vector[Py_ssize_t]& ends, size_t* e, ScanBuffer* sb,
+                          bint mark) noexcept nogil:
+    """Up to SCAN_AHEAD piece ends after ``start`` into ``sb`` (read from 0): the scanner's (with
+    ``mark``, ~end for a piece of ASCII digits: next_piece_ends_marked), or for PAT_REGEX the next
+    of ``ends`` (e[0] advanced; empty matches skipped). Returns how many."""
     cdef Py_ssize_t m = 0, end
     cdef size_t n_ends
     sb.at = 0
     if kind != PAT_REGEX:
-        sb.n = next_piece_ends(kind, s, n, start, sb.ends, SCAN_AHEAD)
+        if mark:
+            sb.n = next_piece_ends_marked(kind, s, n, start, sb.ends, SCAN_AHEAD)
+        else:
+            sb.n = next_piece_ends(kind, s, n, start, sb.ends, SCAN_AHEAD)
         return sb.n
     n_ends = ends.size()
     while m < SCAN_AHEAD and e[0] < n_ends:
@@ -969,17 +974,27 @@ cdef Py_ssize_t fill_scan(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t s
 cdef inline Py_ssize_t cut_block(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
                                  const vector[Py_ssize_t]& ends, size_t* e, Py_ssize_t* scan,
                                  ScanBuffer* sb, Pending* block, const CacheSlot* cache,
-                                 int cache_bits, const BpeCacheTable* shared) noexcept nogil:
+                                 int cache_bits, const BpeCacheTable* shared,
+                                 Py_ssize_t* digits) noexcept nogil:
     """Cut up to BLOCK pieces from scan[0] (advanced past them) into ``block``, hash them and
     prefetch their whole-piece slot (and their cache slot once ``cache`` exists, their
     ``shared`` bucket when they fit in it); the ends come through ``sb`` (fill_scan).
+    When counting (``digits`` not NULL), a piece of 1-3 ASCII digits that is a token (the scanner
+    marks it) is only counted there: no hash, no prefetch, no lookup. (Carrying such a token to
+    encode's loop cost that loop a test per piece: -5% on code, docs/perf/backtrack.md.)
     Returns how many were cut, 0 at the end of the text."""
     cdef Py_ssize_t m = 0, start = scan[0], end, length
     while m < BLOCK:
-        if sb.at == sb.n and fill_scan(kind, s, n, start, ends, e, sb) == 0:
+        if sb.at == sb.n and fill_scan(kind, s, n, start, ends, e, sb, digits != NULL) == 0:
             break
         end = sb.ends[sb.at]
         sb.at += 1
+        if end < 0:   # digits (counting only): adv_digits' every piece, rare elsewhere
+            end = ~end
+            if v.digit_tokens[digit_index(s + start, end - start)] != NO_TOKEN:
+                digits[0] += 1
+                start = end
+                continue
         block[m].start = start
         block[m].end = end
         length = end - start
@@ -1019,6 +1034,7 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     cdef CacheSlot* slot = NULL
     cdef bint use_cache = (n >= CACHE_MIN_TEXT) & (n < <Py_ssize_t>0xFFFFFFFFU)
     cdef Py_ssize_t pos, end, length, total = 0, k, ntok, scan = 0, i, cur_n, next_n
+    cdef Py_ssize_t digit_pieces = 0   # counted by cut_block (not total: that stays in a register)
     cdef size_t e = 0
     cdef uint64_t h
     cdef uint32_t token, first
@@ -1052,10 +1068,12 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
         cache_bits += 1
     sb.at = 0
     sb.n = 0
-    cur_n = cut_block(v, kind, s, n, ends, &e, &scan, &sb, cur, NULL, cache_bits, ahead)
+    cur_n = cut_block(v, kind, s, n, ends, &e, &scan, &sb, cur, NULL, cache_bits, ahead,
+                      &digit_pieces if count_only else NULL)
     while cur_n:
         next_n = cut_block(v, kind, s, n, ends, &e, &scan, &sb, nxt,
-                           cache.data() if cache.size() else NULL, cache_bits, ahead)
+                           cache.data() if cache.size() else NULL, cache_bits, ahead,
+                           &digit_pieces if count_only else NULL)
         for i in range(cur_n):
             q = &cur[i]
             pos = q.start
@@ -1145,7 +1163,7 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
         total += merge_pending(v, group, group_hash, group_at, pending, shared, out, count_only)
     if shared != NULL:
         bpe_cache_count(shared, hits, misses)
-    return total if count_only else <Py_ssize_t>out.size()
+    return total + digit_pieces if count_only else <Py_ssize_t>out.size()
 
 
 cdef PyObject** _ints = NULL   #: _ints[i] is the int i once some list held it, else NULL

@@ -12,6 +12,9 @@ cdef Py_ssize_t next_piece_end(int kind, const uint8_t* s, Py_ssize_t n, Py_ssiz
 #: pos >= n). Same cuts as calling next_piece_end j times, for PAT_NONE and the scanner kinds.
 cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
                                 Py_ssize_t* ends, Py_ssize_t k) noexcept nogil
+#: next_piece_ends, with the end of a cl100k / o200k piece of 1-3 ASCII digits given as ~end.
+cdef Py_ssize_t next_piece_ends_marked(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
+                                       Py_ssize_t* ends, Py_ssize_t k) noexcept nogil
 
 #: BPE_UT_* flags of the character starting at byte ``i`` (Lu=1 Ll=2 Lt=4 Lm=8 Lo=16 M=32 N=64
 #: \s=128, as the `regex` module classifies it); its length in bytes goes to ``width[0]``.

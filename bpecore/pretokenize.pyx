@@ -1486,6 +1486,19 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
                                 Py_ssize_t* ends, Py_ssize_t k) noexcept nogil:
     """Up to ``k`` successive piece ends from ``pos``: one call (and one dispatch on ``kind``) for a
     batch of pieces instead of one per piece (Performance notes, step 8)."""
+    return scan_piece_ends(kind, s, n, pos, ends, k, False)
+
+
+cdef Py_ssize_t next_piece_ends_marked(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
+                                       Py_ssize_t* ends, Py_ssize_t k) noexcept nogil:
+    """next_piece_ends, but the end of a cl100k or o200k piece of 1-3 ASCII digits that the digits'
+    own path cut is given as ~end (negative), for encode_text (backtrack.pyx's cut_block)."""
+    return scan_piece_ends(kind, s, n, pos, ends, k, True)
+
+
+cdef inline Py_ssize_t scan_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
+                                       Py_ssize_t* ends, Py_ssize_t k, bint mark) noexcept nogil:
+    # next_piece_ends (mark False) and next_piece_ends_marked (True): one body, two copies.
     cdef Py_ssize_t j = 0, e, wide = 0
     cdef uint64_t head
     cdef bint o200k = kind == PAT_O200K
@@ -1494,6 +1507,11 @@ cdef Py_ssize_t next_piece_ends(int kind, const uint8_t* s, Py_ssize_t n, Py_ssi
             e = -1
             if O200K_KIND[s[pos]] == K_DIGIT:   # digits: straight to their path
                 e = ascii_digits_end(s, n, pos)
+                if mark and e >= 0:
+                    pos = e
+                    ends[j] = ~e
+                    j += 1
+                    continue
             else:
                 if pos + 8 <= n and pos >= wide:   # ASCII ahead: the block scanner
                     memcpy(&head, s + pos, 8)

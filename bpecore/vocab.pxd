@@ -74,6 +74,7 @@ cdef struct VocabView:
     const uint32_t* run_max         #: per byte c: the longest k with c^k a trie node, 0 below RUN_JUMP (256 entries)
     const uint32_t* run_at          #: per byte c: where c's entries start in run_nodes (256 entries)
     const uint64_t* run_nodes       #: run_at[c] + k - 1: trie node of c^k | the longest token c^j (j <= k) << 32
+    const uint32_t* digit_tokens    #: the reachable token of 1-3 ASCII digits (digit_index), or NO_TOKEN
 
 
 cdef inline uint64_t load_head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -275,6 +276,16 @@ cdef inline bint step3_passes(const VocabView* v, uint64_t h) noexcept nogil:
     return (v.step3_filter[f >> 6] >> (f & 63)) & 1
 
 
+cdef inline int digit_index(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # Where p[:n], 1-3 ASCII digits (not checked), is in digit_tokens: 10 strings of one digit, then
+    # 100 of two, 1000 of three.
+    if n == 1:
+        return p[0] - 48
+    if n == 2:
+        return 10 + (p[0] - 48) * 10 + (p[1] - 48)
+    return 110 + (p[0] - 48) * 100 + (p[1] - 48) * 10 + (p[2] - 48)
+
+
 cdef inline Py_ssize_t run_length(const uint8_t* p, Py_ssize_t lim, uint8_t c) noexcept nogil:
     # The number of leading bytes of p[:lim] equal to c, knowing that p[0] and p[1] are (lim >= 2).
     cdef Py_ssize_t i = 2
@@ -442,6 +453,8 @@ cdef class Vocab:
     cdef vector[uint32_t] run_max
     cdef vector[uint32_t] run_at
     cdef vector[uint64_t] run_nodes
+    #: Tokens of the 1,110 strings of 1-3 ASCII digits (VocabView.digit_tokens).
+    cdef vector[uint32_t] digit_tokens
     cdef VocabView view
     cdef readonly uint32_t n_tokens
     cdef readonly uint32_t max_token_len

@@ -225,6 +225,7 @@ cdef void _sync(Vocab self) noexcept nogil:
     self.view.run_max = self.run_max.data()
     self.view.run_at = self.run_at.data()
     self.view.run_nodes = self.run_nodes.data()
+    self.view.digit_tokens = self.digit_tokens.data()
 
 
 cdef int _build_lookup(Vocab self, uint32_t* err) except -1 nogil:
@@ -499,6 +500,9 @@ cdef int _build_fast(Vocab self) except -1 nogil:
     cdef uint32_t i, length, bits = 4, node
     cdef const uint8_t* p
     cdef uint8_t byte_value
+    cdef uint8_t digits[3]
+    cdef uint32_t value, d
+    cdef int j
     cdef PieceEntry empty_piece
     empty_piece.head = 0
     empty_piece.token = NO_TOKEN
@@ -543,6 +547,15 @@ cdef int _build_fast(Vocab self) except -1 nogil:
                 self.first2x[k] = first2[k] | (<uint64_t>self.node_token[first2[k]] << 32)
     _build_step3_filter(self, first2)
     _build_runs(self)
+    # digit_tokens: the whole-piece answer for each string of 1-3 ASCII digits
+    self.digit_tokens.assign(1110, NO_TOKEN)
+    for length in range(1, 4):
+        for value in range(10 ** length):
+            d = value
+            for j in range(<int>length):
+                digits[length - 1 - j] = <uint8_t>(48 + d % 10)
+                d //= 10
+            self.digit_tokens[digit_index(digits, length)] = lookup_piece(&self.view, digits, length)
     # which pairs of single-byte tokens merge (the pair table's answer, asked once per byte pair)
     self.byte_pair_merge.assign(1024, 0)
     for k in range(65536):
@@ -643,7 +656,8 @@ cdef class Vocab:
       set for every trie key whose parent node is spelled by two bytes (no false negatives);
       ``run_max``/``run_at``/``run_nodes``: for a byte ``c`` whose runs ``c^k`` are trie nodes
       for ``k`` up to ``RUN_JUMP`` or more, the node of each ``c^k`` and the longest reachable
-      token among ``c^1 .. c^k`` (next_match crosses a run in one read).
+      token among ``c^1 .. c^k`` (next_match crosses a run in one read); ``digit_tokens``: the
+      reachable token of each string of 1-3 ASCII digits (encode_text's digit pieces).
     The Vocab owns every table (C++ vectors); ``view`` holds raw pointers into them for nogil code.
     """
 

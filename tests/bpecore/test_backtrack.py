@@ -493,3 +493,59 @@ def test_call_that_leaves_the_shared_cache(name, corpus, tiktoken_encoding):
     assert enc.encode_ordinary(text) == expected
     assert enc.count(text) == len(expected)
     assert enc.count_batch([text, blob], num_threads=2) == [len(expected), len(tk.encode(blob))]
+
+
+_DIGIT_UNITS = [
+    "7",
+    "42",
+    "123",
+    "0000",
+    "9" * 7,
+    "٣",
+    "²",
+    "1²",
+    "٣4",
+    "a1",
+    "x",
+    " ",
+    "\n",
+    ".",
+    "'s",
+]
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@given(data=st.data())
+def test_hyp_digit_pieces_cut_block_knows(name, data, tiktoken_encoding):
+    # cl100k and o200k give encode_text's scanner pieces of 1-3 ASCII digits as ~end, and
+    # cut_block takes their token from digit_tokens (count: counted there; encode: carried to the
+    # main loop). Runs of ASCII digits of every length, beside non-ASCII digits (which keep them
+    # off that path: \p{N}{1,3} may go on past them) and letters, as whole texts and long ones.
+    units = data.draw(st.lists(st.sampled_from(_DIGIT_UNITS), min_size=1, max_size=40))
+    text = "".join(units)
+    enc = bpecore.get_encoding(name)
+    want = tiktoken_encoding(name).encode_ordinary(text)
+    assert enc.encode_ordinary(text) == want
+    assert enc.count(text) == len(want)
+    long = text * (5_000 // len(text) + 1)
+    want = tiktoken_encoding(name).encode_ordinary(long)
+    assert enc.encode_ordinary(long) == want
+    assert enc.count(long) == len(want)
+
+
+def test_digit_pieces_that_are_no_token():
+    # A vocabulary (here the bytes and six merges) with the cl100k pattern: its strings of 2-3
+    # digits are no tokens, so cut_block leaves them to the whole-piece lookup and the merging.
+    tiktoken = pytest.importorskip("tiktoken")
+    from bpecore.registry import CL100K_PATTERN
+    from tests.conftest import toy_ranks
+
+    ranks = toy_ranks()
+    ranks[b"12"] = len(ranks)  # one digit pair that is a token
+    enc = bpecore.Encoding("toy-cl100k", ranks, CL100K_PATTERN, {})
+    ref = tiktoken.Encoding(
+        "toy-cl100k", pat_str=CL100K_PATTERN, mergeable_ranks=ranks, special_tokens={}
+    )
+    text = "abc 1 12 123 1234 12345 x9 ab12cb 7" * 300
+    assert enc.encode_ordinary(text) == ref.encode_ordinary(text)
+    assert enc.count(text) == len(ref.encode_ordinary(text))
