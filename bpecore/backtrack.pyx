@@ -64,7 +64,7 @@ from bpecore._piececache cimport (
 )  # the vocab's random-access tables (Performance notes, step 14)
 from bpecore._simd cimport bpe_prefetch
 from bpecore._types cimport NO_TOKEN
-from bpecore.utf8 cimport NOGIL_UTF8_CHARS, Utf8Buffer, utf8_fill, utf8_offsets, utf8_size
+from bpecore.utf8 cimport NOGIL_UTF8_CHARS, Utf8Buffer, utf8_into, utf8_offsets
 from bpecore._classes cimport PAT_NONE, PAT_REGEX
 from bpecore.piececache cimport CacheTable, PieceCache
 from bpecore.pretokenize cimport next_piece_end, next_piece_ends, next_piece_ends_marked
@@ -1034,7 +1034,6 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     cdef CacheSlot* slot = NULL
     cdef bint use_cache = (n >= CACHE_MIN_TEXT) & (n < <Py_ssize_t>0xFFFFFFFFU)
     cdef Py_ssize_t pos, end, length, total = 0, k, ntok, scan = 0, i, cur_n, next_n
-    cdef Py_ssize_t digit_pieces = 0   # counted by cut_block (not total: that stays in a register)
     cdef size_t e = 0
     cdef uint64_t h
     cdef uint32_t token, first
@@ -1069,11 +1068,11 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
     sb.at = 0
     sb.n = 0
     cur_n = cut_block(v, kind, s, n, ends, &e, &scan, &sb, cur, NULL, cache_bits, ahead,
-                      &digit_pieces if count_only else NULL)
+                      &total if count_only else NULL)
     while cur_n:
         next_n = cut_block(v, kind, s, n, ends, &e, &scan, &sb, nxt,
                            cache.data() if cache.size() else NULL, cache_bits, ahead,
-                           &digit_pieces if count_only else NULL)
+                           &total if count_only else NULL)
         for i in range(cur_n):
             q = &cur[i]
             pos = q.start
@@ -1163,7 +1162,7 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
         total += merge_pending(v, group, group_hash, group_at, pending, shared, out, count_only)
     if shared != NULL:
         bpe_cache_count(shared, hits, misses)
-    return total + digit_pieces if count_only else <Py_ssize_t>out.size()
+    return total if count_only else <Py_ssize_t>out.size()
 
 
 cdef PyObject** _ints = NULL   #: _ints[i] is the int i once some list held it, else NULL
@@ -1214,19 +1213,6 @@ cdef list ids_to_list(const uint32_t* ids, Py_ssize_t k, const uint32_t* id_map,
 
 
 cdef array.array _UINT32 = _array.array("I")
-
-
-cdef inline uint8_t* utf8_into(unsigned int kind, const void* data, Py_ssize_t m, Utf8Buffer& buf,
-                               Py_ssize_t* size) noexcept nogil:
-    # The UTF-8 of m code units of ``kind`` in ``buf``; size[0] = its length, -1 (and NULL) on a
-    # lone surrogate; NULL when memory is short.
-    size[0] = utf8_size(kind, data, m)
-    if size[0] < 0:
-        return NULL
-    cdef uint8_t* out = buf.get(size[0])
-    if out != NULL:
-        utf8_fill(kind, data, m, out)
-    return out
 
 
 cdef int text_utf8(BacktrackEncoder enc, str text, const uint8_t** s, Py_ssize_t* n,

@@ -48,7 +48,7 @@ from bpecore._piececache cimport BpeCacheTable
 from bpecore._workers cimport BpeWork
 from bpecore.backtrack cimport BacktrackEncoder, encode_text
 from bpecore.piececache cimport CacheTable
-from bpecore.utf8 cimport NOGIL_UTF8_CHARS, utf8_fill, utf8_size
+from bpecore.utf8 cimport NOGIL_UTF8_CHARS, Utf8Buffer, utf8_into
 from bpecore.vocab cimport VocabView
 
 from bpecore._text import clean
@@ -114,7 +114,7 @@ cdef struct Batch:
     bint exhausted                  #: no text left to claim
 
 
-cdef void encode_one(Batch* b, Py_ssize_t i, vector[uint32_t]& scratch, vector[uint8_t]& buf,
+cdef void encode_one(Batch* b, Py_ssize_t i, vector[uint32_t]& scratch, Utf8Buffer& buf,
                      vector[Py_ssize_t]& no_ends) noexcept nogil:
     """Encode or count text ``i`` (segment ``i`` of ``split``) into its slot, then mark it finished."""
     cdef const Text* t = &b.texts[i] if b.split == NULL else NULL
@@ -133,14 +133,10 @@ cdef void encode_one(Batch* b, Py_ssize_t i, vector[uint32_t]& scratch, vector[u
     cdef Py_ssize_t n = t.n
     cdef vector[uint32_t]* out = &scratch if b.count_only else &b.outs[i]
     if s == NULL:
-        n = utf8_size(t.kind, t.data, t.n)
-        if n < 0:
+        s = utf8_into(t.kind, t.data, t.n, buf, &n)
+        if s == NULL:   # a lone surrogate (or no memory): the caller encodes it itself
             b.work.finish(i, REDO)
             return
-        if <Py_ssize_t>buf.size() < n:
-            buf.resize(n)
-        utf8_fill(t.kind, t.data, t.n, buf.data())
-        s = buf.data()
     if not b.count_only:
         out.reserve(n // 3 + 16)
     if b.ends != NULL:
@@ -156,7 +152,7 @@ cdef void run_texts(void* p) noexcept nogil:
     """A thread's loop: claim the next text, wait until it is prepared, encode it; until none left."""
     cdef Batch* b = <Batch*>p
     cdef vector[uint32_t] scratch
-    cdef vector[uint8_t] buf
+    cdef Utf8Buffer buf
     cdef vector[Py_ssize_t] no_ends
     cdef Py_ssize_t i
     while True:
@@ -171,7 +167,7 @@ cdef void caller_step(void* p) noexcept nogil:
     finished texts wait for their lists, or when no text is left (``exhausted``)."""
     cdef Batch* b = <Batch*>p
     cdef vector[uint32_t] scratch
-    cdef vector[uint8_t] buf
+    cdef Utf8Buffer buf
     cdef vector[Py_ssize_t] no_ends
     cdef Py_ssize_t i, m = b.work.size()
     while True:

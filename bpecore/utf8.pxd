@@ -87,6 +87,19 @@ cdef inline void utf8_fill(unsigned int kind, const void* data, Py_ssize_t m, ui
         utf8_fill_scalar(kind, data, m, out)
 
 
+cdef inline uint8_t* utf8_into(unsigned int kind, const void* data, Py_ssize_t m, Utf8Buffer& buf,
+                               Py_ssize_t* size) noexcept nogil:
+    """utf8_size + utf8_fill into ``buf``: the UTF-8 of ``m`` code points; size[0] = its length,
+    -1 (and NULL) on a lone surrogate; NULL when memory is short."""
+    size[0] = utf8_size(kind, data, m)
+    if size[0] < 0:
+        return NULL
+    cdef uint8_t* out = buf.get(size[0])
+    if out != NULL:
+        utf8_fill(kind, data, m, out)
+    return out
+
+
 cdef inline Py_ssize_t utf8_size_blocks(unsigned int kind, const void* data, Py_ssize_t m) noexcept nogil:
     """utf8_size, 16 code units per step (every code point counted in SIMD lanes), the tail scalar."""
     cdef Py_ssize_t i = 0, size = m, x

@@ -517,10 +517,10 @@ _DIGIT_UNITS = [
 @pytest.mark.parametrize("name", ENCODINGS)
 @given(data=st.data())
 def test_hyp_digit_pieces_cut_block_knows(name, data, tiktoken_encoding):
-    # cl100k and o200k give encode_text's scanner pieces of 1-3 ASCII digits as ~end, and
-    # cut_block takes their token from digit_tokens (count: counted there; encode: carried to the
-    # main loop). Runs of ASCII digits of every length, beside non-ASCII digits (which keep them
-    # off that path: \p{N}{1,3} may go on past them) and letters, as whole texts and long ones.
+    # When counting, cl100k's and o200k's scanner gives encode_text its pieces of 1-3 ASCII
+    # digits as ~end, and cut_block counts them from digit_tokens (encode takes them the usual
+    # way). Runs of ASCII digits of every length, beside non-ASCII digits (which keep them off
+    # that path: \p{N}{1,3} may go on past them) and letters, as whole texts and long ones.
     units = data.draw(st.lists(st.sampled_from(_DIGIT_UNITS), min_size=1, max_size=40))
     text = "".join(units)
     enc = bpecore.get_encoding(name)
