@@ -469,20 +469,13 @@ cdef int _build_step3_filter(Vocab self, vector[uint32_t]& first2) except -1 nog
 cdef int _build_runs(Vocab self) except -1 nogil:
     # run_nodes: for each byte c whose runs c^k are trie nodes for k up to RUN_JUMP or more, the
     # node of every c^k and the longest reachable token among c^1 .. c^k (next_match's run jump).
-    cdef uint32_t c, node, best, k
+    cdef uint32_t c, node, best
+    cdef size_t at
     self.run_max.assign(256, 0)
     self.run_at.assign(256, 0)
     self.run_nodes.clear()
     for c in range(256):
-        node = self.root_child[c]
-        k = 0
-        while node != NO_TOKEN:
-            k += 1
-            node = trie_child(&self.view, node, <uint8_t>c)
-        if k < RUN_JUMP:
-            continue
-        self.run_max[c] = k
-        self.run_at[c] = <uint32_t>self.run_nodes.size()
+        at = self.run_nodes.size()
         node = self.root_child[c]
         best = NO_TOKEN
         while node != NO_TOKEN:
@@ -490,6 +483,11 @@ cdef int _build_runs(Vocab self) except -1 nogil:
                 best = self.node_token[node]
             self.run_nodes.push_back(node | (<uint64_t>best << 32))
             node = trie_child(&self.view, node, <uint8_t>c)
+        if self.run_nodes.size() - at < RUN_JUMP:
+            self.run_nodes.resize(at)   # too short a chain to jump: walked slot by slot
+        else:
+            self.run_max[c] = <uint32_t>(self.run_nodes.size() - at)
+            self.run_at[c] = <uint32_t>at
     return 0
 
 
