@@ -5,8 +5,10 @@
 
 #if defined(__GNUC__)
 #define bpe_prefetch(p) __builtin_prefetch((const void*)(p))
+#define bpe_prefetch_w(p) __builtin_prefetch((const void*)(p), 1)
 #else
 #define bpe_prefetch(p) ((void)0)
+#define bpe_prefetch_w(p) ((void)0)
 #endif
 
 #if defined(__GNUC__)

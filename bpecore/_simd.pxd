@@ -4,6 +4,8 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 cdef extern from "bpecore/_simd.h" nogil:
     #: Hint the cache to load the line at p (no-op without GCC builtins).
     void bpe_prefetch(const void* p) noexcept
+    #: bpe_prefetch for a line about to be written.
+    void bpe_prefetch_w(const void* p) noexcept
     #: Set bits of x.
     int popcount64 "bpe_popcount64"(uint64_t x) noexcept
     #: 1 when little-endian 8-byte loads and bpe_ctz64 are fast: the SWAR ASCII tests apply.

@@ -62,7 +62,7 @@ from bpecore._piececache cimport (
     BPE_CACHE_KEY, BpeCacheTable, bpe_cache_bucket, bpe_cache_count, bpe_cache_entries, bpe_cache_get,
     bpe_cache_put,
 )  # the vocab's random-access tables (Performance notes, step 14)
-from bpecore._simd cimport bpe_prefetch
+from bpecore._simd cimport bpe_prefetch, bpe_prefetch_w
 from bpecore._types cimport NO_TOKEN
 from bpecore.utf8 cimport NOGIL_UTF8_CHARS, Utf8Buffer, utf8_into, utf8_offsets
 from bpecore._classes cimport PAT_NONE, PAT_REGEX
@@ -1193,17 +1193,31 @@ cdef PyObject* new_int(PyObject** ints, uint32_t i) except NULL:
     return ints[i]
 
 
+cdef enum:
+    LIST_AHEAD = 32   #: ids_to_list prefetches the int object this many items ahead, its slot twice as far
+
+
+cdef inline uint32_t list_id(const uint32_t* ids, Py_ssize_t i, const uint32_t* id_map) noexcept nogil:
+    return id_map[ids[i]] if id_map != NULL else ids[i]
+
+
 cdef list ids_to_list(const uint32_t* ids, Py_ssize_t k, const uint32_t* id_map, uint32_t max_id):
     """[id_map[ids[i]] (or ids[i] when id_map is NULL) for i < k]; each item is the one int object
     of its id, made the first time a list holds it (not a table of every id up front: the first
-    encode of a process paid 2-4 ms for that)."""
+    encode of a process paid 2-4 ms for that). Each item costs two dependent misses, its slot in
+    ``_ints`` and the object's reference count: both are prefetched ahead (LIST_AHEAD; 9-16 ->
+    5.5-7 ns per token on multilingual text, docs/perf/backtrack.md "Building the list")."""
     cdef Py_ssize_t i
     cdef uint32_t t
     cdef PyObject** ints = int_table(max_id)
     cdef PyObject* o
     cdef list result = PyList_New(k)
     for i in range(k):
-        t = id_map[ids[i]] if id_map != NULL else ids[i]
+        if i + 2 * LIST_AHEAD < k:
+            bpe_prefetch(&ints[list_id(ids, i + 2 * LIST_AHEAD, id_map)])
+        if i + LIST_AHEAD < k:
+            bpe_prefetch_w(ints[list_id(ids, i + LIST_AHEAD, id_map)])   # NULL for a new int: harmless
+        t = list_id(ids, i, id_map)
         o = ints[t]
         if o == NULL:
             o = new_int(ints, t)

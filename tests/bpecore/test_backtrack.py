@@ -30,6 +30,22 @@ def test_buffer_equals_encode(name, corpus_name, corpus):
     assert memoryview(buf).format == "I"
 
 
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_lists_of_every_length_around_the_prefetch(name, corpus):
+    # The list is built with its items' int objects prefetched 32 and 64 items ahead: every
+    # length from 0 to past both, with rare tokens (ints no list held before) among common ones.
+    enc = bpecore.get_encoding(name)
+    rng = random.Random(5)
+    rare = enc.decode(rng.sample(range(50_000, 90_000), 40))
+    text = corpus("code")[:3000] + rare + corpus("multilingual")[:2000]
+    ids = enc.encode_ordinary(text)
+    cuts = sorted({len(enc.decode(ids[:k])) for k in range(0, 200)})
+    for cut in cuts:
+        got = enc.encode_ordinary(text[:cut])
+        assert got == enc.encode_to_buffer(text[:cut]).tolist()
+        assert all(type(t) is int for t in got)
+
+
 def test_buffer_with_specials_and_surrogates():
     enc = bpecore.get_encoding("cl100k_base")
     text = "a<|endoftext|>b\ud800c"
