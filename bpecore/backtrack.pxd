@@ -23,8 +23,9 @@ cdef inline Py_ssize_t count_bytes(const VocabView* v, const uint8_t* p, Py_ssiz
 
 
 #: Encode (append to ``out``) or count the UTF-8 text s[:n] with the scanner ``kind`` (PAT_REGEX:
-#: pieces end at ``ends``); returns its token count, or out.size() when encoding. ``shared``: the
-#: encoder's piece cache table (piececache.pyx), or NULL.
+#: pieces end at ``ends``, where a ~start skips text no match covers: BacktrackEncoder._pieces);
+#: returns its token count, or out.size() when encoding. ``shared``: the encoder's piece cache
+#: table (piececache.pyx), or NULL.
 cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_ssize_t n,
                             const vector[Py_ssize_t]& ends, vector[uint32_t]& out,
                             bint count_only, BpeCacheTable* shared) noexcept nogil

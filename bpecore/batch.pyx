@@ -104,7 +104,8 @@ cdef struct Batch:
     bint count_only
     BpeCacheTable* shared           #: the encoder's piece cache table, or NULL
     Text* texts
-    vector[Py_ssize_t]* ends        #: PAT_REGEX: byte ends of each text's pieces; else NULL
+    vector[Py_ssize_t]* ends        #: PAT_REGEX: byte ends of each text's pieces (and ~starts after
+                                    #: gaps: BacktrackEncoder._pieces); else NULL
     Py_ssize_t* counts              #: count_only: token count of each text
     vector[uint32_t]* outs          #: encode: ids of each text (internal ids), freed once listed
     # The caller's side (encode): texts before ``scan`` are finished, lists built before ``built``.
