@@ -29,6 +29,91 @@ from bpecore.vocab import Vocab
 
 _TRIE_LOCK = threading.Lock()
 
+#: Characters next to each end of a gap (text no match of a custom pattern covers) whose cuts
+#: split_at and split_at_end try; the ones further inside are passed over (below).
+_GAP_EDGE = 64
+
+
+def _utf8_len(ch: str) -> int:
+    c = ord(ch)
+    return 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
+
+
+def _segments(matches, pos: int, end: int):
+    """``(start, stop, covered)`` tiling ``[pos, end)`` in order, from the matches of a custom
+    pattern searched from ``pos``: covered stretches are in a match, the others in none (empty
+    matches are no cover)."""
+    for m in matches:
+        a, b = m.span()
+        if a > pos:
+            yield pos, a, False
+        if b > a:
+            yield a, b, True
+        pos = max(pos, b)
+    if pos < end:
+        yield pos, end, False
+
+
+def _head_cuts(matches, text: str, window: int):
+    """The cuts ``k`` (ascending) whose prefix ``split_at`` must count for a custom pattern.
+
+    A prefix has at least one token per L bytes of its pieces, so the cuts stop where the whole
+    text's matches (``matches``, from 0) cover more than ``window`` = (n + 1) * L bytes; the
+    characters no match covers cost nothing and are not counted. Inside a gap longer than
+    2 * _GAP_EDGE characters the cuts more than _GAP_EDGE from both its ends are passed over:
+    they hold the same pieces as the gap's ends, for patterns whose look-arounds reach less far.
+    """
+    covered = 0
+    for a, b, inside in _segments(matches, 0, len(text)):
+        if not inside:
+            if b - a > 2 * _GAP_EDGE + 1:
+                yield from range(a + 1, a + _GAP_EDGE + 1)
+                yield from range(b - _GAP_EDGE, b + 1)
+            else:
+                yield from range(a + 1, b + 1)
+            continue
+        for k in range(a + 1, b + 1):
+            covered += _utf8_len(text[k - 1])
+            if covered > window:
+                return
+            yield k
+
+
+def _tail_cuts(rx, text: str, window: int):
+    """``_head_cuts``' mirror for ``split_at_end`` (descending, ``len(text)`` left out).
+
+    The whole text's matches near its end are those of ``rx`` from a start ``t`` (``pos``, so
+    that look-behinds see the text before it) but the first, which may start inside a piece;
+    ``t`` moves back, doubling the stretch, until they cover more than ``window`` bytes or it is
+    0: the work grows with ``window`` (and the gaps), not with the text."""
+    size = 2 * window + 2 * _GAP_EDGE
+    while True:
+        t = max(0, len(text) - size)
+        spans = list(_segments(rx.finditer(text, t), t, len(text)))
+        if t > 0:
+            spans = spans[2:] if spans and not spans[0][2] else spans[1:]
+        if (
+            t == 0
+            or sum(_utf8_len(text[k]) for a, b, c in spans if c for k in range(a, b)) > window
+        ):
+            break
+        size *= 2
+    covered = 0
+    for a, b, inside in reversed(spans):
+        if not inside:
+            if b - a > 2 * _GAP_EDGE + 1:
+                yield from range(b - 1, b - _GAP_EDGE - 2, -1)
+                yield from range(a + _GAP_EDGE, a - 1, -1)
+            else:
+                yield from range(b - 1, a - 1, -1)
+            continue
+        for k in range(b - 1, a - 1, -1):
+            covered += _utf8_len(text[k])
+            if covered > window:
+                return
+            yield k
+
+
 AllowedSpecial = Literal["all"] | AbstractSet[str]
 DisallowedSpecial = Literal["all"] | Collection[str]
 
@@ -649,6 +734,8 @@ class Encoding:
         """
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
+        if self._core.kind == _PAT_REGEX:
+            return self._split_at_end_regex(_valid(text), n)
         try:
             return _prefix.split_at_end(self._core, text, n)
         except UnicodeEncodeError:
@@ -658,12 +745,17 @@ class Encoding:
         """Custom patterns: try every prefix up to the first that cannot fit (exact, slow)."""
         best = 0
         window = (n + 1) * self._vocab.max_token_len
-        size = 0
-        for k in range(1, len(text) + 1):
-            size += len(text[k - 1].encode("utf-8"))
-            if size > window:
-                break
+        for k in _head_cuts(self._regex().finditer(text), text, window):
             if self.count(text[:k]) <= n:
+                best = k
+        return best
+
+    def _split_at_end_regex(self, text: str, n: int) -> int:
+        """Custom patterns: try every suffix down to the first that cannot fit (exact, slow)."""
+        best = len(text)
+        window = (n + 1) * self._vocab.max_token_len
+        for k in _tail_cuts(self._regex(), text, window):
+            if self.count(text[k:]) <= n:
                 best = k
         return best
 

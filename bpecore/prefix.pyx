@@ -146,7 +146,8 @@ cdef uint32_t first_token(const VocabView* v, const uint8_t* p, Py_ssize_t k, Py
 
 
 def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
-    """Smallest char offset k with count(text[k:]) <= limit (see Encoding.split_at_end).
+    """Smallest char offset k with count(text[k:]) <= limit (see Encoding.split_at_end), for a
+    scanner pattern or none (custom patterns: Encoding._split_at_end_regex; ValueError here).
 
     Candidates k go from the end backwards. count(text[k:]) = the pieces cut from k until one of
     them ends on a boundary of the reference cut (the pieces of the window text[k0:]), plus the
@@ -182,7 +183,7 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
         while k0 < n and not is_lead(s[k0]):
             k0 += 1
     if kind == PAT_REGEX:
-        return _split_at_end_regex(encoder, text, limit, k0)
+        raise ValueError("a custom pattern's split_at_end is Encoding.split_at_end's")
     best = nchars
     with nogil:
         ref_count.assign(n - k0 + 1, -1)
@@ -248,16 +249,6 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
             total = cnt_first[k - k0] + ref_count[e - k0]
             if total <= limit:
                 best = nchars - chars_right
-    return best
-
-
-def _split_at_end_regex(BacktrackEncoder encoder, str text, Py_ssize_t limit, Py_ssize_t k0_bytes):
-    """Custom patterns: evaluate count(text[k:]) for each k from the end (exact, O(window^2))."""
-    k0 = len(text.encode("utf-8")[:k0_bytes].decode("utf-8", "ignore"))
-    best = len(text)
-    for k in range(len(text) - 1, k0 - 1, -1):
-        if encoder.count(text[k:]) <= limit:
-            best = k
     return best
 
 

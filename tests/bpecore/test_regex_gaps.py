@@ -130,6 +130,17 @@ def check_batches(pattern: str, batch: list[str]) -> None:
         ]
 
 
+def check_splits(pattern: str, text: str, limits) -> None:
+    enc = encoding(pattern)
+    counts_head = [ref_count(pattern, text[:k]) for k in range(len(text) + 1)]
+    counts_tail = [ref_count(pattern, text[k:]) for k in range(len(text) + 1)]
+    for n in limits:
+        want = max(k for k, c in enumerate(counts_head) if c <= n)
+        assert enc.split_at(text, n) == want, (pattern, text, n)
+        want = min(k for k, c in enumerate(counts_tail) if c <= n)
+        assert enc.split_at_end(text, n) == want, (pattern, text, n)
+
+
 def check_intervals(pattern: str, text: str, ranges) -> None:
     enc = encoding(pattern)
     ic = enc.interval_counter(text)
@@ -196,6 +207,27 @@ def test_gaps_batches(pattern):
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
+def test_gaps_split_at_brute_force(pattern):
+    for text in FIXED[:-1]:
+        check_splits(pattern, text, range(0, 8))
+
+
+@pytest.mark.parametrize("pattern", [r"[a-z]+", r" ?\p{L}+|\d{1,3}"])
+def test_gaps_split_at_past_long_gaps(pattern):
+    # uncovered text costs nothing, so a split reaches past any amount of it: the window of
+    # text that may fit is measured in covered bytes, not in bytes
+    enc = encoding(pattern)
+    for gap in ("_" * 5000, "." * 700 + "\n" * 700):
+        text = "ab" + gap + "cd" + gap
+        assert enc.count(text) == 2
+        assert enc.split_at(text, 1) == 2 + len(gap)
+        assert enc.split_at(text, 2) == len(text)
+        assert enc.split_at_end(text, 1) == 2
+        assert enc.split_at_end(text, 0) == 2 + len(gap) + 2
+        assert enc.split_at_end(text, 2) == 0
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
 def test_gaps_intervals(pattern):
     for text in FIXED[:-1]:
         ranges = [(i, j) for i in range(len(text) + 1) for j in range(i, len(text) + 1)]
@@ -227,6 +259,12 @@ def test_hyp_gaps_encode(pattern, text):
 @given(pattern=patterns, batch=st.lists(texts, max_size=6))
 def test_hyp_gaps_batches(pattern, batch):
     check_batches(pattern, batch)
+
+
+@given(pattern=patterns, text=texts, limits=st.lists(st.integers(0, 12), min_size=1, max_size=3))
+@example(pattern=r"[a-z]+", text="ab_cd", limits=[1])
+def test_hyp_gaps_split_at(pattern, text, limits):
+    check_splits(pattern, text, limits)
 
 
 @given(pattern=patterns, text=texts, data=st.data())
