@@ -193,6 +193,25 @@ def test_gaps_encode_like_tiktoken(pattern):
         check_encodings(pattern, text)
 
 
+@pytest.mark.parametrize("pattern", GAP_PATTERNS[:3])
+def test_gaps_in_long_texts(pattern, corpus):
+    # Past 4 KB encode_text keeps a cache of the call and the shared one learns the pieces: long
+    # texts with thousands of gaps, each stretch between two gaps encoded on its own, and the
+    # same text again (its pieces now from the shared cache).
+    enc = encoding(pattern)
+    for name in ("english", "code", "multilingual"):
+        text = corpus(name)[:40_000]
+        want = list(ref_ordinary(pattern, text))
+        assert want == tiktoken_twin(pattern).encode_ordinary(text)
+        for _ in range(2):
+            assert enc.encode_ordinary(text) == want, (pattern, name)
+            assert enc.count(text) == len(want)
+        assert enc.count_batch([text, text[:5000]], num_threads=2) == [
+            len(want),
+            ref_count(pattern, text[:5000]),
+        ]
+
+
 def test_gap_joined_to_next_piece_is_dropped():
     # the `regex` module matches "ab" and "cd": the "_" between them is in no piece
     enc = encoding(r"[a-z]+")
