@@ -1238,8 +1238,8 @@ cdef list ids_to_list(const uint32_t* ids, Py_ssize_t k, const uint32_t* id_map,
     """[id_map[ids[i]] (or ids[i] when id_map is NULL) for i < k]; each item is the one int object
     of its id, made the first time a list holds it (not a table of every id up front: the first
     encode of a process paid 2-4 ms for that). Each item costs two dependent misses, its slot in
-    ``_ints`` and the object's reference count: both are prefetched ahead (LIST_AHEAD; 9-16 ->
-    5.5-7 ns per token on multilingual text, docs/perf/backtrack.md "Building the list")."""
+    ``_ints`` and the object's reference count: both are prefetched ahead (LIST_AHEAD; code
+    5.6-8.8 -> 3.6-5.6 ns per token; docs/perf/backtrack.md "Building the list")."""
     cdef Py_ssize_t i
     cdef uint32_t t
     cdef PyObject** ints = int_table(max_id)
