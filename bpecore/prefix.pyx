@@ -158,6 +158,8 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
     """
     if limit < 0:
         raise ValueError("n must be >= 0")
+    if encoder.kind == PAT_REGEX:
+        raise ValueError("a custom pattern's split_at_end is Encoding.split_at_end's")
     cdef const uint8_t* s
     cdef Py_ssize_t n, k0, k, e, pos, x, total, best, chars_right = 0
     cdef Py_ssize_t maxlen = encoder.vocab.max_token_len
@@ -182,8 +184,6 @@ def split_at_end(BacktrackEncoder encoder, str text, Py_ssize_t limit):
     else:
         while k0 < n and not is_lead(s[k0]):
             k0 += 1
-    if kind == PAT_REGEX:
-        raise ValueError("a custom pattern's split_at_end is Encoding.split_at_end's")
     best = nchars
     with nogil:
         ref_count.assign(n - k0 + 1, -1)
