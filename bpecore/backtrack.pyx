@@ -1186,12 +1186,9 @@ cdef Py_ssize_t encode_text(const VocabView* v, int kind, const uint8_t* s, Py_s
             if e >= 0:
                 stretch.push_back(e - base)
                 continue
-            if stretch.size():
-                if count_only:
-                    total += encode_pieces(v, kind, s + base, stretch.back(), stretch, out, True,
-                                           shared)
-                else:
-                    encode_pieces(v, kind, s + base, stretch.back(), stretch, out, False, shared)
+            if stretch.size():   # (encoding, the sum is of out's sizes and goes unused)
+                total += encode_pieces(v, kind, s + base, stretch.back(), stretch, out, count_only,
+                                       shared)
                 stretch.clear()
             base = ~e
         return total if count_only else <Py_ssize_t>out.size()
