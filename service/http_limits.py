@@ -7,7 +7,8 @@ this adds to ``HttpToolsProtocol``:
 * ``max_header_bytes``: a request head (request line, headers and the blank line that ends them)
   may be this many bytes. While a head is open the parser is fed at most the bytes the limit still
   allows, so a head of ``max_header_bytes + 1`` bytes is refused when its last allowed byte has
-  been read and the head is still open: 431 and the connection closes, whatever the read sizes. A
+  been read and the head is still open: 431 and the connection closes, whatever the read sizes
+  (after the responses of the requests pipelined before it, if they are still being written). A
   head pipelined behind a request *body* inside the same read is counted from the next read on;
 * ``header_timeout``: a new connection must start a request, and a started request must finish its
   head, within this many seconds; else 408 (or a silent close if nothing came) and the connection
@@ -47,8 +48,13 @@ def _respond(proto, status: int, reason: bytes, type_: str, message: str) -> Non
 
 
 def _reject(proto, status: int, reason: bytes, type_: str, message: str) -> None:
+    if getattr(proto, "_bpesvc_refusal", None) is not None:
+        return  # already refused, waiting for the earlier responses
     if proto.cycle is not None and not proto.cycle.response_complete:
-        proto.transport.close()  # a pipelined earlier response is still being written: just close
+        # An earlier request's response is still being written: stop reading and refuse once the
+        # responses before this one are out (on_response_complete), so the client gets them all.
+        proto._bpesvc_refusal = (status, reason, type_, message)
+        proto.flow.pause_reading()
         return
     _respond(proto, status, reason, type_, message)
 
@@ -113,6 +119,7 @@ def install(max_header_bytes: int, header_timeout: float) -> bool:
             "on_message_begin",
             "on_headers_complete",
             "on_message_complete",
+            "on_response_complete",
         )
     }
 
@@ -144,7 +151,21 @@ def install(max_header_bytes: int, header_timeout: float) -> bool:
         self._bpesvc_head_bytes = 0
         self._bpesvc_heads += 1
 
+    def on_response_complete(self) -> None:
+        refusal = getattr(self, "_bpesvc_refusal", None)
+        if refusal is not None and not self.pipeline:
+            self._bpesvc_refusal = None
+            self.server_state.total_requests += 1
+            if not self.transport.is_closing():
+                _respond(self, *refusal)
+            return
+        orig["on_response_complete"](self)
+        if refusal is not None:
+            self.flow.pause_reading()  # the next pipelined request runs; still read nothing
+
     def data_received(self, data: bytes) -> None:
+        if getattr(self, "_bpesvc_refusal", None) is not None:
+            return  # refused: what follows the refused head is not read
         # While a head is open, feed the parser no more than the limit allows (and no further than
         # the blank line that ends the head, so that a head pipelined behind a bodiless request is
         # counted from its first byte): if the head is still open once it has had every byte the
@@ -186,6 +207,7 @@ def install(max_header_bytes: int, header_timeout: float) -> bool:
     cls.on_message_begin = on_message_begin
     cls.on_headers_complete = on_headers_complete
     cls.on_message_complete = on_message_complete
+    cls.on_response_complete = on_response_complete
     cls.data_received = data_received
     cls.send_400_response = send_400_response
     _installed = True
